@@ -1,0 +1,1 @@
+"""Conformance kit for dynamic backends."""

@@ -1,0 +1,762 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Native core of the loader: file-name rule, directory discovery, dlopen and backend handles.
+
+Everything here calls libc directly. The Python modules around it (paths, loading, runtime)
+decide policy; this module only observes the filesystem and the dynamic linker and reports
+what it saw, never raising for a filesystem problem.
+"""
+from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
+from libc.stdint cimport uint32_t, uint64_t
+from libc.stdlib cimport malloc, realloc, free, qsort
+from libc.string cimport memcpy, strcmp, strlen
+from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
+from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
+from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK
+from posix.types cimport dev_t, ino_t
+from posix.unistd cimport close as c_close, pread
+
+cimport backend_api as abi
+from loader cimport _posix
+
+import os
+import threading
+
+from loader.reasons import Reason
+
+cdef extern from "<fcntl.h>" nogil:
+    enum:
+        O_DIRECTORY
+        O_CLOEXEC
+        O_NOFOLLOW
+
+
+API_VERSION_MAJOR = abi.BACKEND_API_VERSION_MAJOR
+API_VERSION_MINOR = abi.BACKEND_API_VERSION_MINOR
+BACKEND_ID_MAX_LENGTH = abi.BACKEND_ID_MAX_LENGTH
+
+# Size of BackendInstance at each minor version of the current major, indexed by minor.
+cdef size_t[1] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0]
+
+
+# ---------------------------------------------------------------------------------------------
+# File names (contract section 2): <vendor>_<name>_backend.so[.digits]*
+# ---------------------------------------------------------------------------------------------
+
+cdef inline bint _is_ascii_alnum(unsigned char c) noexcept nogil:
+    return (b'a' <= c <= b'z') or (b'A' <= c <= b'Z') or (b'0' <= c <= b'9')
+
+
+cdef inline bint _is_ascii_digit(unsigned char c) noexcept nogil:
+    return b'0' <= c <= b'9'
+
+
+cdef bint match_backend_filename(const unsigned char *s, size_t n) noexcept nogil:
+    """True iff s[0:n] is a whole valid backend file name."""
+    cdef const char *literal = b"_backend.so"
+    cdef size_t literal_len = 11
+    cdef size_t i = 0, start, k
+    # <vendor>_
+    start = i
+    while i < n and _is_ascii_alnum(s[i]):
+        i += 1
+    if i == start or i >= n or s[i] != b'_':
+        return False
+    i += 1
+    # <name>
+    start = i
+    while i < n and _is_ascii_alnum(s[i]):
+        i += 1
+    if i == start:
+        return False
+    # _backend.so
+    if n - i < literal_len:
+        return False
+    for k in range(literal_len):
+        if s[i + k] != <unsigned char>literal[k]:
+            return False
+    i += literal_len
+    # (.digits)*
+    while i < n:
+        if s[i] != b'.':
+            return False
+        i += 1
+        start = i
+        while i < n and _is_ascii_digit(s[i]):
+            i += 1
+        if i == start:
+            return False
+    return True
+
+
+def is_valid_backend_filename(name):
+    """Whether ``name`` (str, bytes or path-like) is a valid backend file name. Never raises."""
+    cdef const unsigned char[:] view
+    try:
+        if isinstance(name, os.PathLike):
+            name = os.fspath(name)
+        if isinstance(name, str):
+            if not name.isascii():
+                return False
+            name = name.encode("ascii")
+        if not isinstance(name, (bytes, bytearray)):
+            return False
+        if len(name) == 0:
+            return False
+        view = name
+        return match_backend_filename(&view[0], <size_t>view.shape[0])
+    except Exception:
+        return False
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity of files: a set of (device, inode) pairs, usable without the GIL.
+# ---------------------------------------------------------------------------------------------
+
+cdef struct _FileKey:
+    uint64_t dev
+    uint64_t ino
+    Py_ssize_t value        # index of the first file seen with this identity; -1 marks a free slot
+
+
+cdef class FileSet:
+    """Open-addressing hash set keyed by (st_dev, st_ino); remembers who came first."""
+    cdef _FileKey *slots
+    cdef size_t capacity
+    cdef size_t count
+
+    def __cinit__(self):
+        self.capacity = 64
+        self.count = 0
+        self.slots = <_FileKey *>malloc(self.capacity * sizeof(_FileKey))
+        if self.slots == NULL:
+            raise MemoryError()
+        self._clear_slots(self.slots, self.capacity)
+
+    def __dealloc__(self):
+        free(self.slots)
+        self.slots = NULL
+
+    def __len__(self):
+        return self.count
+
+    cdef void _clear_slots(self, _FileKey *slots, size_t capacity) noexcept nogil:
+        cdef size_t i
+        for i in range(capacity):
+            slots[i].value = -1
+
+    cdef inline size_t _home(self, uint64_t dev, uint64_t ino, size_t capacity) noexcept nogil:
+        cdef uint64_t h = (ino * <uint64_t>0x9E3779B97F4A7C15) ^ (dev * <uint64_t>0xC2B2AE3D27D4EB4F)
+        return <size_t>(h ^ (h >> 29)) & (capacity - 1)
+
+    cdef int _grow(self) noexcept nogil:
+        cdef size_t new_capacity = self.capacity * 2, i, j
+        cdef _FileKey *new_slots = <_FileKey *>malloc(new_capacity * sizeof(_FileKey))
+        if new_slots == NULL:
+            return -1
+        self._clear_slots(new_slots, new_capacity)
+        for i in range(self.capacity):
+            if self.slots[i].value >= 0:
+                j = self._home(self.slots[i].dev, self.slots[i].ino, new_capacity)
+                while new_slots[j].value >= 0:
+                    j = (j + 1) & (new_capacity - 1)
+                new_slots[j] = self.slots[i]
+        free(self.slots)
+        self.slots = new_slots
+        self.capacity = new_capacity
+        return 0
+
+    cdef Py_ssize_t add(self, uint64_t dev, uint64_t ino, Py_ssize_t value) noexcept nogil:
+        """Insert; return the earlier value if the identity was present, -1 if it was new,
+        -2 if memory ran out (the caller then treats the file as new)."""
+        cdef size_t j
+        if 2 * (self.count + 1) > self.capacity and self._grow() != 0:
+            return -2
+        j = self._home(dev, ino, self.capacity)
+        while self.slots[j].value >= 0:
+            if self.slots[j].dev == dev and self.slots[j].ino == ino:
+                return self.slots[j].value
+            j = (j + 1) & (self.capacity - 1)
+        self.slots[j].dev = dev
+        self.slots[j].ino = ino
+        self.slots[j].value = value
+        self.count += 1
+        return -1
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery (contract section 4): list one directory, classify every entry without opening it.
+# ---------------------------------------------------------------------------------------------
+
+cdef enum EntryState:
+    ENTRY_INVALID_NAME
+    ENTRY_CANDIDATE
+    ENTRY_DANGLING
+    ENTRY_LOOP
+    ENTRY_NOT_REGULAR
+    ENTRY_UNREADABLE
+    ENTRY_DUPLICATE
+
+cdef struct _Entry:
+    char *name
+    char *canonical         # malloc'd, NULL unless the entry resolved to a regular file
+    int state
+    int error               # errno behind ENTRY_UNREADABLE
+    Py_ssize_t first        # ENTRY_DUPLICATE: index of the first candidate with this identity
+
+
+cdef int _compare_names(const void *a, const void *b) noexcept nogil:
+    return strcmp((<_Entry *>a).name, (<_Entry *>b).name)
+
+
+cdef char *_join(const char *directory, size_t dir_len, const char *name) noexcept nogil:
+    """directory + '/' + name in a new buffer; NULL when out of memory."""
+    cdef size_t name_len = strlen(name)
+    cdef bint root = dir_len == 1 and directory[0] == b'/'
+    cdef char *out = <char *>malloc(dir_len + name_len + 2)
+    cdef size_t at = dir_len
+    if out == NULL:
+        return NULL
+    memcpy(out, directory, dir_len)
+    if not root:
+        out[at] = b'/'
+        at += 1
+    memcpy(out + at, name, name_len + 1)
+    return out
+
+
+cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir_len,
+                    FileSet seen, Py_ssize_t *accepted) noexcept nogil:
+    """Resolve one candidate entry to a regular file, or say why it is not one."""
+    cdef struct_stat st
+    cdef char *path
+    cdef char *resolved
+    cdef Py_ssize_t first
+    if fstatat(dir_fd, entry.name, &st, AT_SYMLINK_NOFOLLOW) != 0:
+        entry.state = ENTRY_UNREADABLE
+        entry.error = errno
+        return
+    if S_ISLNK(st.st_mode):
+        path = _join(directory, dir_len, entry.name)
+        if path == NULL:
+            entry.state = ENTRY_UNREADABLE
+            entry.error = 12  # ENOMEM
+            return
+        resolved = _posix.realpath(path, NULL)
+        if resolved == NULL:
+            entry.error = errno
+            free(path)
+            if entry.error == ENOENT or entry.error == ENOTDIR:
+                entry.state = ENTRY_DANGLING
+            elif entry.error == ELOOP:
+                entry.state = ENTRY_LOOP
+            else:
+                entry.state = ENTRY_UNREADABLE
+            return
+        free(path)
+        if c_stat(resolved, &st) != 0:
+            entry.error = errno
+            entry.state = ENTRY_DANGLING if entry.error == ENOENT else ENTRY_UNREADABLE
+            free(resolved)
+            return
+        if not S_ISREG(st.st_mode):
+            entry.state = ENTRY_NOT_REGULAR
+            free(resolved)
+            return
+        entry.canonical = resolved
+    elif S_ISREG(st.st_mode):
+        # The directory is canonical and the entry is not a link: no resolution needed.
+        entry.canonical = _join(directory, dir_len, entry.name)
+        if entry.canonical == NULL:
+            entry.state = ENTRY_UNREADABLE
+            entry.error = 12  # ENOMEM
+            return
+    else:
+        entry.state = ENTRY_NOT_REGULAR
+        return
+    first = seen.add(<uint64_t>st.st_dev, <uint64_t>st.st_ino, accepted[0])
+    if first >= 0:
+        entry.state = ENTRY_DUPLICATE
+        entry.first = first
+        free(entry.canonical)
+        entry.canonical = NULL
+    else:
+        entry.state = ENTRY_CANDIDATE
+        accepted[0] += 1
+
+
+cdef str _strerror(int error):
+    return (<bytes>_posix.strerror(error)).decode("utf-8", "replace")
+
+
+cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
+    """(reason or None, canonical or None, detail) for one classified entry."""
+    cdef str canonical
+    if entry.state == ENTRY_CANDIDATE:
+        canonical = os.fsdecode(<bytes>entry.canonical)
+        accepted_paths.append(canonical)
+        return None, canonical, ""
+    if entry.state == ENTRY_INVALID_NAME:
+        return Reason.INVALID_FILENAME, None, "name does not match <vendor>_<name>_backend.so[.version]"
+    if entry.state == ENTRY_DANGLING:
+        return Reason.DANGLING_SYMLINK, None, "symlink points to nothing"
+    if entry.state == ENTRY_LOOP:
+        return Reason.DANGLING_SYMLINK, None, "symlink chain loops or is too long"
+    if entry.state == ENTRY_NOT_REGULAR:
+        return Reason.NOT_A_REGULAR_FILE, None, "not a regular file (directory, FIFO, socket or device)"
+    if entry.state == ENTRY_DUPLICATE:
+        canonical = accepted_paths[entry.first]
+        return Reason.DUPLICATE_FILE, canonical, f"same file as {canonical}, already a candidate"
+    if entry.error == ENAMETOOLONG:
+        return Reason.UNREADABLE, None, "path too long"
+    if entry.error == ENOENT:
+        return Reason.UNREADABLE, None, "entry vanished during the scan"
+    return Reason.UNREADABLE, None, _strerror(entry.error)
+
+
+def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True):
+    """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
+
+    Returns ``(entries, error)``: ``entries`` is a list of ``(name_bytes, reason, canonical,
+    detail)`` with ``reason`` None for a new candidate; entries with invalid names are left out
+    unless ``include_invalid``. ``error`` is None, or a string when the directory itself could
+    not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
+    new candidate's canonical path is appended to ``accepted_paths``.
+    """
+    cdef const char *dir_path = directory
+    cdef size_t dir_len = len(directory)
+    cdef int fd, open_error = 0
+    cdef _posix.DIR *dirp = NULL
+    cdef _posix.dirent *ent
+    cdef _Entry *entries = NULL
+    cdef _Entry *grown
+    cdef size_t count = 0, capacity = 0, i, name_len
+    cdef Py_ssize_t accepted = len(accepted_paths)
+    cdef bint out_of_memory = False
+    cdef list result = []
+
+    with nogil:
+        fd = c_open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0:
+            open_error = errno
+        else:
+            dirp = _posix.fdopendir(fd)
+            if dirp == NULL:
+                open_error = errno
+                c_close(fd)
+        if dirp != NULL:
+            while True:
+                ent = _posix.readdir(dirp)
+                if ent == NULL:
+                    break
+                if ent.d_name[0] == b'.' and (ent.d_name[1] == 0 or
+                                              (ent.d_name[1] == b'.' and ent.d_name[2] == 0)):
+                    continue
+                if count == capacity:
+                    capacity = 64 if capacity == 0 else capacity * 2
+                    grown = <_Entry *>realloc(entries, capacity * sizeof(_Entry))
+                    if grown == NULL:
+                        out_of_memory = True
+                        break
+                    entries = grown
+                name_len = strlen(ent.d_name)
+                entries[count].name = <char *>malloc(name_len + 1)
+                if entries[count].name == NULL:
+                    out_of_memory = True
+                    break
+                memcpy(entries[count].name, ent.d_name, name_len + 1)
+                entries[count].canonical = NULL
+                entries[count].error = 0
+                entries[count].first = -1
+                entries[count].state = (
+                    ENTRY_CANDIDATE if match_backend_filename(<const unsigned char *>ent.d_name, name_len)
+                    else ENTRY_INVALID_NAME)
+                count += 1
+            if count > 1:
+                qsort(entries, count, sizeof(_Entry), _compare_names)
+            for i in range(count):
+                if entries[i].state == ENTRY_CANDIDATE:
+                    _classify(&entries[i], _posix.dirfd(dirp), dir_path, dir_len, seen, &accepted)
+            _posix.closedir(dirp)
+
+    try:
+        for i in range(count):
+            if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
+                continue
+            result.append((<bytes>entries[i].name,) + _entry_outcome(&entries[i], accepted_paths))
+    finally:
+        for i in range(count):
+            free(entries[i].name)
+            free(entries[i].canonical)
+        free(entries)
+
+    if open_error:
+        return result, _strerror(open_error)
+    if out_of_memory:
+        return result, "out of memory while listing the directory"
+    return result, None
+
+
+# ---------------------------------------------------------------------------------------------
+# ELF header pre-check: refuse what the dynamic linker would refuse, with a precise reason.
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    ELF_HEADER_READ = 20        # e_ident (16) + e_type (2) + e_machine (2)
+
+cdef unsigned char _own_class = 0, _own_data = 0
+cdef unsigned int _own_machine = 0
+
+
+cdef unsigned int _read_u16(const unsigned char *p, unsigned char data) noexcept nogil:
+    if data == 1:
+        return p[0] | (p[1] << 8)
+    return (p[0] << 8) | p[1]
+
+
+cdef int _read_elf_header(const char *path, unsigned char *header) noexcept nogil:
+    """Read the first ELF_HEADER_READ bytes; bytes read, or -errno."""
+    cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+    cdef struct_stat st
+    cdef ssize_t got
+    cdef int error
+    if fd < 0:
+        return -errno
+    if fstat(fd, &st) != 0:
+        error = errno
+        c_close(fd)
+        return -error
+    if not S_ISREG(st.st_mode):
+        c_close(fd)
+        return -ENOTDIR
+    got = pread(fd, header, ELF_HEADER_READ, 0)
+    error = errno
+    c_close(fd)
+    if got < 0:
+        return -error
+    return <int>got
+
+
+def _learn_own_elf_identity(str module_path):
+    """This process's ELF class, byte order and machine, read from this very extension module."""
+    global _own_class, _own_data, _own_machine
+    cdef unsigned char header[ELF_HEADER_READ]
+    cdef bytes path = os.fsencode(module_path)
+    if _read_elf_header(path, header) == ELF_HEADER_READ and header[0] == 0x7f:
+        _own_class = header[4]
+        _own_data = header[5]
+        _own_machine = _read_u16(header + 18, header[5])
+
+
+_learn_own_elf_identity(__file__)
+
+_ELF_CLASS_NAMES = {1: "32-bit", 2: "64-bit"}
+_ELF_DATA_NAMES = {1: "little-endian", 2: "big-endian"}
+_ELF_TYPE_NAMES = {0: "no file type", 1: "a relocatable object", 2: "an executable", 4: "a core file"}
+
+
+cdef tuple _check_elf_header(bytes path):
+    """(reason, detail) when the file cannot be a shared object for this process, else None."""
+    cdef unsigned char header[ELF_HEADER_READ]
+    cdef int got = _read_elf_header(path, header)
+    cdef unsigned int e_type, machine
+    if got < 0:
+        if -got == ENOTDIR:
+            return Reason.NOT_A_REGULAR_FILE, "no longer a regular file"
+        return Reason.UNREADABLE, _strerror(-got)
+    if got < 4 or header[0] != 0x7f or header[1] != b'E' or header[2] != b'L' or header[3] != b'F':
+        return Reason.NOT_A_SHARED_OBJECT, "not an ELF file"
+    if got < ELF_HEADER_READ:
+        return Reason.NOT_A_SHARED_OBJECT, "truncated ELF header"
+    if _own_class and header[4] != _own_class:
+        return (Reason.WRONG_ARCHITECTURE,
+                f"ELF class {_ELF_CLASS_NAMES.get(header[4], header[4])}, "
+                f"this process is {_ELF_CLASS_NAMES.get(_own_class, _own_class)}")
+    if _own_data and header[5] != _own_data:
+        return (Reason.WRONG_ARCHITECTURE,
+                f"{_ELF_DATA_NAMES.get(header[5], header[5])} ELF, "
+                f"this process is {_ELF_DATA_NAMES.get(_own_data, _own_data)}")
+    e_type = _read_u16(header + 16, header[5])
+    if e_type != 3:  # ET_DYN
+        return Reason.NOT_A_SHARED_OBJECT, f"ELF file is {_ELF_TYPE_NAMES.get(e_type, e_type)}"
+    machine = _read_u16(header + 18, header[5])
+    if _own_machine and machine != _own_machine:
+        return (Reason.WRONG_ARCHITECTURE,
+                f"ELF machine {machine}, this process is ELF machine {_own_machine}")
+    return None
+
+
+_CANNOT_OPEN = ": cannot open shared object file"
+
+
+cdef tuple _classify_dlopen_error(str path, str message):
+    """Map the dynamic linker's message to a reason code."""
+    cdef Py_ssize_t at = message.find(_CANNOT_OPEN)
+    if at > 0 and message[:at] != path:
+        return Reason.MISSING_DEPENDENCY, f"needs {message[:at]}, which the dynamic linker cannot find"
+    if ("invalid ELF header" in message or "file too short" in message
+            or "position-independent executable" in message or "not a shared object" in message.lower()):
+        return Reason.NOT_A_SHARED_OBJECT, message
+    if "wrong ELF class" in message:
+        return Reason.WRONG_ARCHITECTURE, message
+    return Reason.DLOPEN_FAILED, message
+
+
+# ---------------------------------------------------------------------------------------------
+# Libraries and backend instances (contract section 5)
+# ---------------------------------------------------------------------------------------------
+
+ENTRY_POINTS = ("GetBackendId", "GetVersion", "BackendFactory")
+
+# What a C++ compiler emits for the entry points when extern "C" was forgotten.
+_MANGLED_ENTRY_POINTS = {
+    "GetBackendId": b"_Z12GetBackendIdv",
+    "GetVersion": b"_Z10GetVersionPjS_",
+    "BackendFactory": b"_Z14BackendFactoryv",
+}
+
+
+cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
+                           uint32_t major, uint32_t minor):
+    """Why ``instance`` is not a well-formed instance of version major.minor, or None."""
+    cdef const char *instance_id
+    cdef size_t required
+    if instance == NULL:
+        return "BackendFactory returned NULL"
+    if major != API_VERSION_MAJOR or minor >= sizeof(INSTANCE_SIZE_BY_MINOR) // sizeof(size_t):
+        return f"no instance layout is known for version {major}.{minor}"
+    required = INSTANCE_SIZE_BY_MINOR[minor]
+    if instance.struct_size < required:
+        return f"struct_size is {instance.struct_size}, version {major}.{minor} needs at least {required}"
+    if instance.api_major != major or instance.api_minor != minor:
+        return (f"instance declares version {instance.api_major}.{instance.api_minor}, "
+                f"GetVersion reported {major}.{minor}")
+    if instance.destroy == NULL:
+        return "destroy is NULL"
+    if instance.get_id == NULL:
+        return "get_id is NULL"
+    instance_id = instance.get_id(instance)
+    if instance_id == NULL:
+        return "get_id returned NULL"
+    if _posix.strnlen(instance_id, abi.BACKEND_ID_MAX_LENGTH + 1) != <size_t>len(expected_id) \
+            or strcmp(instance_id, expected_id) != 0:
+        return f"get_id returned a different id than GetBackendId ({expected_id.decode('ascii')!r})"
+    return None
+
+
+cdef class Library:
+    """One dlopen'ed backend library. dlclose runs when the last reference goes away, so any
+    Backend created from it keeps it mapped."""
+    cdef void *_handle
+    cdef abi.GetBackendIdFunction _get_backend_id
+    cdef abi.GetVersionFunction _get_version
+    cdef abi.BackendFactoryFunction _backend_factory
+    cdef readonly str path
+    cdef readonly str backend_id
+    cdef readonly uint32_t major
+    cdef readonly uint32_t minor
+    cdef object __weakref__
+
+    def __dealloc__(self):
+        self._close()
+
+    cdef void _close(self) noexcept:
+        cdef void *handle = self._handle
+        self._handle = NULL
+        if handle != NULL:
+            dlclose(handle)
+
+    def close(self):
+        """Drop this reference to the library (the dynamic linker unmaps it with the last one)."""
+        self._close()
+
+    @property
+    def closed(self):
+        return self._handle == NULL
+
+    @staticmethod
+    def open(str path):
+        """dlopen ``path`` and look up the entry points.
+
+        Returns ``(library, None, "")`` or ``(None, reason, detail)``; never raises for a bad
+        file. The library is closed again before a failure is returned.
+        """
+        cdef bytes path_bytes = os.fsencode(path)
+        cdef const char *c_path = path_bytes
+        cdef void *handle
+        cdef const char *error
+        cdef str message
+        cdef Library library
+        cdef list missing, mangled
+        cdef void *symbol
+        failure = _check_elf_header(path_bytes)
+        if failure is not None:
+            return (None,) + failure
+        with nogil:
+            handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
+            error = dlerror() if handle == NULL else NULL
+        if handle == NULL:
+            message = (<bytes>error).decode("utf-8", "replace") if error != NULL else "dlopen failed"
+            return (None,) + _classify_dlopen_error(path, message)
+
+        library = Library.__new__(Library)
+        library._handle = handle
+        library.path = path
+        library._get_backend_id = <abi.GetBackendIdFunction>dlsym(handle, b"GetBackendId")
+        library._get_version = <abi.GetVersionFunction>dlsym(handle, b"GetVersion")
+        library._backend_factory = <abi.BackendFactoryFunction>dlsym(handle, b"BackendFactory")
+        missing = []
+        if library._get_backend_id == NULL:
+            missing.append("GetBackendId")
+        if library._get_version == NULL:
+            missing.append("GetVersion")
+        if library._backend_factory == NULL:
+            missing.append("BackendFactory")
+        if missing:
+            mangled = [name for name in missing
+                       if dlsym(handle, _MANGLED_ENTRY_POINTS[name]) != NULL]
+            detail = "does not export " + ", ".join(missing)
+            if mangled:
+                detail += (f" (found C++-mangled {', '.join(mangled)}: declare the entry points "
+                           f"extern \"C\")")
+            library._close()
+            return None, Reason.MISSING_SYMBOL, detail
+        return library, None, ""
+
+    def read_backend_id(self):
+        """GetBackendId() as bytes (at most BACKEND_ID_MAX_LENGTH + 1 of them), or None for NULL."""
+        cdef const char *raw
+        self._require_open()
+        raw = self._get_backend_id()
+        if raw == NULL:
+            return None
+        return raw[:_posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1)]
+
+    def read_version(self):
+        """GetVersion() as a (major, minor) tuple."""
+        cdef uint32_t major = 0xFFFFFFFF, minor = 0xFFFFFFFF
+        self._require_open()
+        self._get_version(&major, &minor)
+        return major, minor
+
+    def accept(self, str backend_id, uint32_t major, uint32_t minor):
+        """Record the id and version the loading checks accepted."""
+        self.backend_id = backend_id
+        self.major = major
+        self.minor = minor
+
+    def probe_factory(self):
+        """Create and destroy one instance; the problem with it as a string, or None."""
+        cdef abi.BackendInstance *instance
+        cdef str problem
+        self._require_accepted()
+        instance = <abi.BackendInstance *>self._backend_factory()
+        problem = _instance_problem(instance, self.backend_id.encode("ascii"), self.major, self.minor)
+        _destroy_instance(instance)
+        return problem
+
+    def create_backend(self):
+        """A new Backend from BackendFactory()."""
+        cdef abi.BackendInstance *instance
+        cdef str problem
+        cdef Backend backend
+        self._require_accepted()
+        instance = <abi.BackendInstance *>self._backend_factory()
+        problem = _instance_problem(instance, self.backend_id.encode("ascii"), self.major, self.minor)
+        if problem is not None:
+            _destroy_instance(instance)
+            from loader.errors import BackendCreationError
+            raise BackendCreationError(f"backend {self.backend_id!r} ({self.path}): {problem}")
+        backend = Backend.__new__(Backend)
+        backend._instance = instance
+        backend._library = self
+        return backend
+
+    cdef _require_open(self):
+        if self._handle == NULL:
+            from loader.errors import LibraryClosedError
+            raise LibraryClosedError(f"library {self.path} is closed")
+
+    cdef _require_accepted(self):
+        self._require_open()
+        if self.backend_id is None:
+            raise RuntimeError("library has not passed the loading checks")
+
+    def __repr__(self):
+        state = "closed" if self._handle == NULL else "open"
+        return f"<Library {self.path!r} id={self.backend_id!r} {state}>"
+
+
+cdef void _destroy_instance(abi.BackendInstance *instance) noexcept:
+    """Release an instance if it can be released at all (a NULL destroy leaks it)."""
+    if instance != NULL and instance.struct_size >= abi.BACKEND_INSTANCE_SIZE_1_0 \
+            and instance.destroy != NULL:
+        instance.destroy(instance)
+
+
+cdef class Backend:
+    """A live backend instance. Holds its library, so the library stays mapped for as long as
+    the instance lives, whatever happened to the runtime that loaded it."""
+    cdef abi.BackendInstance *_instance
+    cdef Library _library
+    cdef object _lock
+    cdef object __weakref__
+
+    def __cinit__(self):
+        self._lock = threading.Lock()
+
+    def __dealloc__(self):
+        cdef abi.BackendInstance *instance = self._instance
+        self._instance = NULL
+        _destroy_instance(instance)
+
+    def close(self):
+        """Destroy the instance now. Idempotent."""
+        cdef abi.BackendInstance *instance
+        with self._lock:
+            instance = self._instance
+            self._instance = NULL
+        _destroy_instance(instance)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc_info):
+        self.close()
+
+    @property
+    def closed(self):
+        return self._instance == NULL
+
+    @property
+    def id(self):
+        """The backend id, as the instance reports it."""
+        return self._library.backend_id
+
+    @property
+    def version(self):
+        """The Backend API version the backend was built against."""
+        from loader.versions import BackendVersion
+        return BackendVersion(self._library.major, self._library.minor)
+
+    @property
+    def file(self):
+        """Canonical path of the shared object the backend came from."""
+        return self._library.path
+
+    @property
+    def library(self):
+        return self._library
+
+    def __repr__(self):
+        state = "closed" if self._instance == NULL else "live"
+        return f"<Backend {self.id!r} {self.version} from {self.file!r} {state}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Secure execution (contract section 3.2)
+# ---------------------------------------------------------------------------------------------
+
+def is_secure_execution():
+    """Whether the kernel marked this process for secure execution (setuid/setgid, capabilities),
+    the same test the dynamic linker uses to ignore LD_LIBRARY_PATH."""
+    return _posix.getauxval(_posix.AT_SECURE) != 0

@@ -1,0 +1,142 @@
+"""Discovery and loading (contract sections 4 and 5): from search paths to checked libraries.
+
+The checks run in the contract's order and the first failure is the reason:
+
+    file checks (name, link resolution, regular file, duplicate file)   -> loader._core.scan_directory
+    ELF header, dlopen, entry points                                    -> loader._core.Library.open
+    backend id                                                          -> check_backend_id
+    version                                                             -> loader.versions.is_backend_compatible
+    factory probe                                                       -> Library.probe_factory
+    duplicate id                                                        -> loader.runtime.Runtime
+"""
+import logging
+import os
+from dataclasses import dataclass
+from typing import List, Optional, Tuple
+
+from loader import _core
+from loader.paths import SearchPath, validate_paths
+from loader.reasons import PathReason, Reason
+from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
+
+log = logging.getLogger("loader")
+
+REGISTERED = "registered"
+SKIPPED = "skipped"
+
+
+@dataclass
+class Entry:
+    """One directory entry of one search path, and what became of it."""
+
+    file: str                                # the path as found: search path + entry name
+    canonical: Optional[str] = None          # fully resolved path, when it resolved
+    reason: Optional[Reason] = None          # None while it is still a candidate, or registered
+    detail: str = ""
+    backend_id: Optional[str] = None
+    version: Optional[BackendVersion] = None
+    registered: bool = False
+
+    @property
+    def status(self) -> str:
+        return REGISTERED if self.registered else SKIPPED
+
+    def skip(self, reason: Reason, detail: str) -> None:
+        self.reason = reason
+        self.detail = detail
+        if reason is not Reason.INVALID_FILENAME:
+            log.warning("skipped %s: %s (%s)", self.file, reason.value, detail)
+        else:
+            log.debug("skipped %s: %s", self.file, reason.value)
+
+    def to_json(self) -> dict:
+        return {
+            "file": self.file,
+            "canonical": self.canonical,
+            "status": self.status,
+            "reason": None if self.reason is None else self.reason.value,
+            "detail": self.detail,
+            "backend_id": self.backend_id,
+            "version": None if self.version is None else str(self.version),
+        }
+
+
+def discover(search_paths: List[SearchPath], include_invalid: bool = True) -> List[Entry]:
+    """Every entry of every valid search path, in scan order. Entries whose ``reason`` is None
+    are the candidates to load, each a distinct file."""
+    seen = _core.FileSet()
+    accepted: List[str] = []
+    entries: List[Entry] = []
+    for index, search_path in enumerate(search_paths):
+        if not search_path.valid:
+            continue
+        scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
+                                              include_invalid)
+        if error is not None:
+            log.warning("search path %r could not be listed: %s", search_path.path, error)
+            search_paths[index] = SearchPath(search_path.path, PathReason.UNREADABLE, error)
+        for name, reason, canonical, detail in scanned:
+            entry = Entry(file=os.path.join(search_path.path, os.fsdecode(name)), canonical=canonical)
+            if reason is not None:
+                entry.skip(reason, detail)
+            entries.append(entry)
+    return entries
+
+
+def get_shared_objects(paths) -> List[str]:
+    """Canonical paths of the distinct backend files found in ``paths``, in load order.
+    Invalid paths are ignored; nothing is opened."""
+    if isinstance(paths, (str, bytes, os.PathLike)):
+        paths = [paths]
+    search_paths = [SearchPath(os.fsdecode(os.fspath(p))) for p in paths]
+    checked = validate_paths(search_paths, warn=False)
+    return [e.canonical for e in discover(checked, include_invalid=False) if e.reason is None]
+
+
+def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
+    """(id, "") for a valid id, else (None, what is wrong with it). Contract section 5.3."""
+    if raw is None:
+        return None, "GetBackendId returned NULL"
+    if raw == b"":
+        return None, "GetBackendId returned an empty id"
+    if raw == b"Unknown":
+        return None, "GetBackendId returned the reserved id 'Unknown'"
+    if len(raw) > _core.BACKEND_ID_MAX_LENGTH:
+        return None, f"backend id is longer than {_core.BACKEND_ID_MAX_LENGTH} bytes"
+    bad = next((b for b in raw if not 0x21 <= b <= 0x7E), None)
+    if bad is not None:
+        shown = raw.decode("ascii", "backslashreplace")
+        return None, (f"backend id {shown!r} contains {chr(bad)!r}: "
+                      f"only printable ASCII without spaces is allowed")
+    return raw.decode("ascii"), ""
+
+
+def load_candidate(entry: Entry) -> Optional["_core.Library"]:
+    """Open and check one candidate file. Returns the library (accepted, still open) or None with
+    ``entry`` marked skipped; a skipped library is already closed."""
+    library, reason, detail = _core.Library.open(entry.canonical)
+    if library is None:
+        entry.skip(reason, detail)
+        return None
+    try:
+        backend_id, problem = check_backend_id(library.read_backend_id())
+        if backend_id is None:
+            entry.skip(Reason.INVALID_BACKEND_ID, problem)
+            return None
+        entry.backend_id = backend_id
+        entry.version = BackendVersion(*library.read_version())
+        if not is_backend_compatible(entry.version, BACKEND_API_VERSION):
+            entry.skip(Reason.INCOMPATIBLE_VERSION,
+                       f"backend built against Backend API {entry.version}, "
+                       f"this runtime implements {BACKEND_API_VERSION}")
+            return None
+        library.accept(backend_id, entry.version.major, entry.version.minor)
+        problem = library.probe_factory()
+        if problem is not None:
+            entry.skip(Reason.FACTORY_FAILED, problem)
+            return None
+        accepted, library = library, None
+        return accepted
+    finally:
+        if library is not None:
+            library.close()

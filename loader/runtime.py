@@ -1,0 +1,132 @@
+"""The runtime: scans its search paths once, registers the backends that pass every check and
+creates backend instances on request.
+
+Runtimes are independent of each other: each dlopens its own reference to every library it
+registers, and closing one never touches another. A library stays mapped while its runtime is
+open or any backend created from it is alive.
+"""
+import logging
+import threading
+from typing import Dict, List, Optional
+
+from loader import paths as _paths
+from loader.errors import BackendNotFoundError, RuntimeClosedError
+from loader.loading import Entry, discover, load_candidate
+from loader.reasons import Reason
+from loader.versions import BACKEND_API_VERSION
+
+log = logging.getLogger("loader")
+
+
+class Runtime:
+    """Loads the dynamic backends found on the search paths.
+
+    ``dynamic_backends_path``: one directory that replaces every other search path (never split
+    on ``:``); None to use ``DYNAMIC_BACKEND_PATHS`` or the compiled-in list.
+    """
+
+    def __init__(self, dynamic_backends_path=None):
+        self._lock = threading.RLock()
+        self._closed = False
+        self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
+        self._search_paths = _paths.resolve_search_paths(dynamic_backends_path)
+        self._entries: List[Entry] = discover(self._search_paths)
+        for entry in self._entries:
+            if entry.reason is None:
+                self._load(entry)
+        self._report = self._build_report()
+
+    def _load(self, entry: Entry) -> None:
+        library = load_candidate(entry)
+        if library is None:
+            return
+        with self._lock:
+            if entry.backend_id in self._libraries:
+                first = self._libraries[entry.backend_id]
+                library.close()
+                entry.skip(Reason.DUPLICATE_BACKEND_ID,
+                           f"backend id {entry.backend_id!r} already registered from {first.path}")
+                return
+            self._libraries[entry.backend_id] = library
+        entry.registered = True
+        log.info("registered backend %r (Backend API %s) from %s", entry.backend_id,
+                 entry.version, entry.canonical)
+
+    def _build_report(self) -> dict:
+        return {
+            "api_version": str(BACKEND_API_VERSION),
+            "search_paths": [p.to_json() for p in self._search_paths],
+            "entries": [e.to_json() for e in self._entries],
+            "registered": list(self._libraries),
+        }
+
+    # -- queries -----------------------------------------------------------------------------
+
+    @property
+    def backend_ids(self) -> List[str]:
+        """Ids of the registered backends, in registration order (empty once closed)."""
+        with self._lock:
+            return list(self._libraries)
+
+    @property
+    def report(self) -> dict:
+        """What the scan found: the same object ``backend-loader scan --json`` prints."""
+        return self._report
+
+    @property
+    def search_paths(self) -> List[str]:
+        """The valid search paths this runtime scanned, in order."""
+        return [p.path for p in self._search_paths if p.valid]
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __contains__(self, backend_id) -> bool:
+        with self._lock:
+            return backend_id in self._libraries
+
+    def why_not_registered(self, backend_id: str) -> Optional[str]:
+        """Why a backend id that was seen during the scan is not registered, or None."""
+        for entry in self._entries:
+            if entry.backend_id == backend_id and not entry.registered:
+                return f"{entry.file}: {entry.reason.value} ({entry.detail})"
+        return None
+
+    # -- backends ----------------------------------------------------------------------------
+
+    def create_backend(self, backend_id: str):
+        """A new instance of a registered backend. It stays usable after the runtime closes."""
+        with self._lock:
+            if self._closed:
+                raise RuntimeClosedError("the runtime is closed")
+            library = self._libraries.get(backend_id)
+        if library is None:
+            message = f"no backend {backend_id!r} is registered"
+            why = self.why_not_registered(backend_id)
+            if why:
+                message += f"; it was skipped: {why}"
+            else:
+                message += f" (registered: {', '.join(self.backend_ids) or 'none'})"
+            raise BackendNotFoundError(message)
+        return library.create_backend()
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Drop the runtime's references to its libraries, newest first. A library is unmapped
+        with its last reference, so backends created from it keep it alive. Idempotent."""
+        with self._lock:
+            self._closed = True
+            while self._libraries:
+                self._libraries.popitem()
+
+    def __enter__(self) -> "Runtime":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "closed" if self._closed else f"backends={self.backend_ids}"
+        return f"<Runtime {state}>"

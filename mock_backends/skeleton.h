@@ -1,0 +1,79 @@
+/*
+ * skeleton.h - a valid backend that every mock backend starts from.
+ *
+ * A mock states its one defect in its own file, then includes this skeleton for the rest.
+ * Knobs, defined before the #include:
+ *
+ *   MOCK_BACKEND_ID          the id string GetBackendId() and get_id() return ("MockValid")
+ *   MOCK_VERSION_MAJOR       what GetVersion() and the instance report (the header's version)
+ *   MOCK_VERSION_MINOR
+ *   MOCK_NO_GET_BACKEND_ID   the skeleton does not define that entry point: the mock's own
+ *   MOCK_NO_GET_VERSION      file defines it differently, or leaves it out
+ *   MOCK_NO_BACKEND_FACTORY
+ *
+ * mock_new_instance() returns a well-formed instance a mock may alter before returning it.
+ */
+#ifndef MOCK_BACKENDS_SKELETON_H
+#define MOCK_BACKENDS_SKELETON_H
+
+#include <stdlib.h>
+
+#include "backend_api.h"
+
+#ifndef MOCK_BACKEND_ID
+#define MOCK_BACKEND_ID "MockValid"
+#endif
+#ifndef MOCK_VERSION_MAJOR
+#define MOCK_VERSION_MAJOR BACKEND_API_VERSION_MAJOR
+#endif
+#ifndef MOCK_VERSION_MINOR
+#define MOCK_VERSION_MINOR BACKEND_API_VERSION_MINOR
+#endif
+
+static const char *mock_instance_get_id(const BackendInstance *self)
+{
+    (void)self;
+    return MOCK_BACKEND_ID;
+}
+
+static void mock_instance_destroy(BackendInstance *self)
+{
+    free(self);
+}
+
+static BackendInstance *mock_new_instance(void)
+{
+    BackendInstance *instance = calloc(1, sizeof *instance);
+    if (instance == NULL)
+        return NULL;
+    instance->struct_size = (uint32_t)sizeof *instance;
+    instance->api_major = MOCK_VERSION_MAJOR;
+    instance->api_minor = MOCK_VERSION_MINOR;
+    instance->get_id = mock_instance_get_id;
+    instance->destroy = mock_instance_destroy;
+    return instance;
+}
+
+#ifndef MOCK_NO_GET_BACKEND_ID
+BACKEND_EXPORT const char *GetBackendId(void)
+{
+    return MOCK_BACKEND_ID;
+}
+#endif
+
+#ifndef MOCK_NO_GET_VERSION
+BACKEND_EXPORT void GetVersion(uint32_t *major, uint32_t *minor)
+{
+    *major = MOCK_VERSION_MAJOR;
+    *minor = MOCK_VERSION_MINOR;
+}
+#endif
+
+#ifndef MOCK_NO_BACKEND_FACTORY
+BACKEND_EXPORT void *BackendFactory(void)
+{
+    return mock_new_instance();
+}
+#endif
+
+#endif /* MOCK_BACKENDS_SKELETON_H */

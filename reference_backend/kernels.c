@@ -1,0 +1,1110 @@
+/*
+ * Reference CPU compute kernels. See kernels.h for the contract.
+ *
+ * Structure:
+ *   - a packed, cache-blocked SGEMM (C = A * B [+ bias per column]) with a
+ *     register-blocked micro-kernel chosen once at run time (AVX-512F,
+ *     AVX2+FMA, or portable C that the compiler auto-vectorizes);
+ *   - fully connected and conv2d are both expressed as that GEMM; conv2d packs
+ *     its im2col operand directly from the NHWC input, block by block, so no
+ *     full im2col matrix is ever materialized;
+ *   - the cheaper kernels are written as simple loops over contiguous channel
+ *     rows that the compiler vectorizes at the baseline ISA.
+ *
+ * Test hooks (compile time only): -DRK_NO_AVX512 disables the AVX-512 path,
+ * -DRK_NO_X86_SIMD disables every intrinsic path, so the portable code can be
+ * exercised on a machine that has the wider instruction sets.
+ */
+#include "kernels.h"
+
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#if defined(__x86_64__) && !defined(RK_NO_X86_SIMD)
+#include <immintrin.h>
+#define RK_X86 1
+#if !defined(RK_NO_AVX512)
+#define RK_X86_AVX512 1
+#endif
+#endif
+
+#define RK_MAX_THREADS 64
+#define RK_ALIGN 64
+
+static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+static int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static void *alloc_aligned(size_t bytes)
+{
+    /* aligned_alloc wants a size that is a multiple of the alignment. */
+    size_t sz = (bytes + RK_ALIGN - 1) / RK_ALIGN * RK_ALIGN;
+    return aligned_alloc(RK_ALIGN, sz ? sz : RK_ALIGN);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Micro-kernels                                                             */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * A micro-kernel computes one MR x NR tile of C from a packed A micro-panel
+ * (kc steps of MR contiguous values) and a packed B micro-panel (kc steps of
+ * NR contiguous values). It either accumulates into C, or (first K block)
+ * starts from the bias row (NR values, or NULL for zero) and overwrites C.
+ * Full tiles only: the driver routes edge tiles through a local buffer.
+ */
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       const float *bias, int accumulate);
+
+typedef struct ukr_desc {
+    ukr_fn fn;
+    int mr, nr;
+    int64_t mc, kc, nc; /* cache blocking: A block mc x kc, B block kc x nc */
+} ukr_desc;
+
+#define RK_MAX_MR 14
+#define RK_MAX_NR 32
+
+/* Portable 4x8: small enough that the accumulators stay in registers on any
+   target with 16 vector registers, and the j loop maps onto 128-bit SIMD. */
+static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                            const float *bias, int accumulate)
+{
+    float acc[4][8];
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++)
+            acc[i][j] = accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f);
+    for (int64_t k = 0; k < kc; k++) {
+        for (int i = 0; i < 4; i++) {
+            float ai = a[i];
+            for (int j = 0; j < 8; j++)
+                acc[i][j] += ai * b[j];
+        }
+        a += 4;
+        b += 8;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++)
+            c[i * ldc + j] = acc[i][j];
+}
+
+#if defined(RK_X86)
+/* 6x16 uses 12 of the 16 ymm registers for accumulators, leaving room for the
+   two B vectors and the broadcast A value. */
+__attribute__((target("avx2,fma")))
+static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                          const float *bias, int accumulate)
+{
+    __m256 c0[6], c1[6];
+    if (accumulate) {
+        for (int i = 0; i < 6; i++) {
+            c0[i] = _mm256_loadu_ps(c + i * ldc);
+            c1[i] = _mm256_loadu_ps(c + i * ldc + 8);
+        }
+    } else {
+        __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+        __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+        for (int i = 0; i < 6; i++) {
+            c0[i] = b0;
+            c1[i] = b1;
+        }
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m256 b0 = _mm256_loadu_ps(b);
+        __m256 b1 = _mm256_loadu_ps(b + 8);
+#pragma GCC unroll 6
+        for (int i = 0; i < 6; i++) {
+            __m256 ai = _mm256_broadcast_ss(a + i);
+            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
+        }
+        a += 6;
+        b += 16;
+    }
+    for (int i = 0; i < 6; i++) {
+        _mm256_storeu_ps(c + i * ldc, c0[i]);
+        _mm256_storeu_ps(c + i * ldc + 8, c1[i]);
+    }
+}
+#endif
+
+#if defined(RK_X86_AVX512)
+/* 14x32: 28 zmm accumulators + 2 B vectors + 1 broadcast = 31 of 32 registers.
+   Per k step: 2 vector loads and 14 broadcasts feed 28 FMAs, which keeps the
+   load ports below the FMA ports' rate. */
+__attribute__((target("avx512f")))
+static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                             const float *bias, int accumulate)
+{
+    __m512 c0[14], c1[14];
+    if (accumulate) {
+        for (int i = 0; i < 14; i++) {
+            c0[i] = _mm512_loadu_ps(c + i * ldc);
+            c1[i] = _mm512_loadu_ps(c + i * ldc + 16);
+        }
+    } else {
+        __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+        __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+        for (int i = 0; i < 14; i++) {
+            c0[i] = b0;
+            c1[i] = b1;
+        }
+    }
+    for (int64_t k = 0; k < kc; k++) {
+        __m512 b0 = _mm512_loadu_ps(b);
+        __m512 b1 = _mm512_loadu_ps(b + 16);
+#pragma GCC unroll 14
+        for (int i = 0; i < 14; i++) {
+            __m512 ai = _mm512_set1_ps(a[i]);
+            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
+            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
+        }
+        a += 14;
+        b += 32;
+    }
+    for (int i = 0; i < 14; i++) {
+        _mm512_storeu_ps(c + i * ldc, c0[i]);
+        _mm512_storeu_ps(c + i * ldc + 16, c1[i]);
+    }
+}
+#endif
+
+/* Blocking: kc*nr*4 bytes of B panel are re-read for every A micro-panel, so
+   they should stay in L1/L2; mc*kc*4 bytes of A stay in L2; kc*nc*4 of B in L3. */
+static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 1024 };
+#if defined(RK_X86)
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 2048 };
+#endif
+#if defined(RK_X86_AVX512)
+static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 2048 };
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* One-time initialization: thread count and ISA dispatch                    */
+/* ------------------------------------------------------------------------- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static int g_threads = 1;
+static const ukr_desc *g_ukr = &ukr_generic;
+
+static void init_once(void)
+{
+    long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    int t = ncpu < 1 ? 1 : (ncpu > 8 ? 8 : (int)ncpu);
+    const char *env = getenv("REFERENCE_BACKEND_THREADS");
+    if (env && *env) {
+        char *end = NULL;
+        long v = strtol(env, &end, 10);
+        /* Malformed or non-positive values are ignored rather than fatal. */
+        if (end && *end == '\0' && v > 0)
+            t = v > RK_MAX_THREADS ? RK_MAX_THREADS : (int)v;
+    }
+    g_threads = t;
+
+#if defined(RK_X86)
+    __builtin_cpu_init();
+#if defined(RK_X86_AVX512)
+    if (__builtin_cpu_supports("avx512f")) {
+        g_ukr = &ukr_avx512;
+        return;
+    }
+#endif
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        g_ukr = &ukr_avx2;
+        return;
+    }
+#endif
+    g_ukr = &ukr_generic;
+}
+
+/*
+ * rk_thread_count: number of worker threads the heavy kernels may use.
+ * Output: >= 1 (online CPUs capped at 8, or REFERENCE_BACKEND_THREADS, itself
+ * capped at 64). Read once; later changes of the environment are not seen.
+ */
+int rk_thread_count(void)
+{
+    pthread_once(&g_once, init_once);
+    return g_threads;
+}
+
+static const ukr_desc *get_ukr(void)
+{
+    pthread_once(&g_once, init_once);
+    return g_ukr;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Thread helper                                                             */
+/* ------------------------------------------------------------------------- */
+
+/* Runs fn on n argument blocks (args + i*stride), n-1 of them on new threads
+   and one on the caller. If a thread cannot be created its block runs on the
+   caller afterwards, so the result never depends on thread availability. */
+static void run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
+{
+    pthread_t tid[RK_MAX_THREADS];
+    int started[RK_MAX_THREADS];
+    char *base = (char *)args;
+    if (n > RK_MAX_THREADS)
+        n = RK_MAX_THREADS;
+    for (int i = 1; i < n; i++)
+        started[i] = pthread_create(&tid[i], NULL, fn, base + (size_t)i * stride) == 0;
+    fn(base);
+    for (int i = 1; i < n; i++) {
+        if (started[i])
+            pthread_join(tid[i], NULL);
+        else
+            fn(base + (size_t)i * stride);
+    }
+}
+
+/* Threads worth using for `work` units when each thread should get at least
+   `min_per_thread` units (thread start-up costs tens of microseconds). */
+static int threads_for(double work, double min_per_thread)
+{
+    int t = rk_thread_count();
+    double cap = work / min_per_thread;
+    if (cap < (double)t)
+        t = cap < 1.0 ? 1 : (int)cap;
+    return t;
+}
+
+/* ------------------------------------------------------------------------- */
+/* SGEMM driver                                                              */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * C[M x N] (row stride ldc) = A[M x K] * B[K x N] + bias[N].
+ * A is either a row-major matrix (lda) or, when conv != NULL, the implicit
+ * im2col matrix of an NHWC convolution: row = output pixel, column =
+ * (ky, kx, ci). B[k][j] = b[k * rsb + j * csb].
+ */
+typedef struct gemm_op {
+    const ukr_desc *u;
+    const float *a;
+    int64_t lda;
+    const rk_conv_params *conv;
+    const float *b;
+    int64_t rsb, csb;
+    const float *bias;
+    float *c;
+    int64_t ldc;
+    int64_t m, n, k;
+    int64_t kc, mc, nc; /* effective blocking for this problem */
+} gemm_op;
+
+typedef struct gemm_task {
+    const gemm_op *op;
+    int64_t m0, m1, n0, n1;
+    float *ap, *bp;
+} gemm_task;
+
+/* The packers are inlined with MR/NR as literal constants so the inner loops
+   get fixed trip counts. */
+static inline __attribute__((always_inline)) void
+pack_a_matrix_impl(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, const int mr)
+{
+    if (rows == mr) {
+        for (int64_t k = 0; k < kc; k++)
+            for (int i = 0; i < mr; i++)
+                dst[k * mr + i] = src[i * lda + k];
+    } else {
+        for (int64_t k = 0; k < kc; k++)
+            for (int i = 0; i < mr; i++)
+                dst[k * mr + i] = i < rows ? src[i * lda + k] : 0.0f;
+    }
+}
+
+static void pack_a_matrix(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, int mr)
+{
+    switch (mr) {
+    case 14: pack_a_matrix_impl(src, lda, rows, kc, dst, 14); break;
+    case 6: pack_a_matrix_impl(src, lda, rows, kc, dst, 6); break;
+    case 4: pack_a_matrix_impl(src, lda, rows, kc, dst, 4); break;
+    default: pack_a_matrix_impl(src, lda, rows, kc, dst, mr); break;
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pack_a_conv_impl(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+                 float *dst, const int mr)
+{
+    const int64_t ohw = p->oh * p->ow, C = p->c;
+    const int64_t tap0 = k0 / C, ci0 = k0 - tap0 * C;
+    for (int r = 0; r < mr; r++) {
+        float *d = dst + r;
+        if (r >= rows) {
+            for (int64_t k = 0; k < kc; k++)
+                d[k * mr] = 0.0f;
+            continue;
+        }
+        int64_t q = row0 + r;
+        int64_t bi = q / ohw, rem = q - bi * ohw;
+        int64_t oy = rem / p->ow, ox = rem - oy * p->ow;
+        int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
+        const float *img = x + bi * p->h * p->w * C;
+        int64_t ky = tap0 / p->kw, kx = tap0 - ky * p->kw, ci = ci0;
+        int64_t k = 0;
+        while (k < kc) {
+            int64_t seg = min_i64(C - ci, kc - k);
+            int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
+            float *dd = d + k * mr;
+            if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w) {
+                const float *s = img + (iy * p->w + ix) * C + ci;
+                for (int64_t t = 0; t < seg; t++)
+                    dd[t * mr] = s[t];
+            } else {
+                for (int64_t t = 0; t < seg; t++)
+                    dd[t * mr] = 0.0f;
+            }
+            k += seg;
+            ci = 0;
+            if (++kx == p->kw) {
+                kx = 0;
+                ky++;
+            }
+        }
+    }
+}
+
+static void pack_a_conv(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0,
+                        int64_t kc, float *dst, int mr)
+{
+    switch (mr) {
+    case 14: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 14); break;
+    case 6: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 6); break;
+    case 4: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 4); break;
+    default: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, mr); break;
+    }
+}
+
+/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of A into ceil(mc/mr) micro-panels. */
+static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst)
+{
+    const int mr = op->u->mr;
+    for (int64_t ip = 0; ip < mc; ip += mr) {
+        int64_t rows = min_i64(mr, mc - ip);
+        float *d = dst + ip * kc;
+        if (op->conv)
+            pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+        else
+            pack_a_matrix(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pack_b_impl(const float *src, int64_t rsb, int64_t csb, int64_t cols, int64_t kc, float *dst, const int nr)
+{
+    if (csb == 1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * rsb;
+            float *d = dst + k * nr;
+            if (cols == nr) {
+                for (int j = 0; j < nr; j++)
+                    d[j] = s[j];
+            } else {
+                for (int j = 0; j < nr; j++)
+                    d[j] = j < cols ? s[j] : 0.0f;
+            }
+        }
+    } else {
+        /* Column-major source (transposed weights): walk each source row
+           contiguously; the strided writes land in a panel that fits in L1. */
+        for (int64_t j = 0; j < cols; j++) {
+            const float *s = src + j * csb;
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * nr + j] = s[k * rsb];
+        }
+        for (int64_t j = cols; j < nr; j++)
+            for (int64_t k = 0; k < kc; k++)
+                dst[k * nr + j] = 0.0f;
+    }
+}
+
+/* Packs B rows [k0, k0+kc) x cols [j0, j0+nc) into ceil(nc/nr) micro-panels. */
+static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_t kc, float *dst)
+{
+    const int nr = op->u->nr;
+    for (int64_t jp = 0; jp < nc; jp += nr) {
+        int64_t cols = min_i64(nr, nc - jp);
+        const float *s = op->b + k0 * op->rsb + (j0 + jp) * op->csb;
+        float *d = dst + jp * kc;
+        switch (nr) {
+        case 32: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 32); break;
+        case 16: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 16); break;
+        case 8: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 8); break;
+        default: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, nr); break;
+        }
+    }
+}
+
+static void *gemm_task_run(void *arg)
+{
+    const gemm_task *t = (const gemm_task *)arg;
+    const gemm_op *op = t->op;
+    const ukr_desc *u = op->u;
+    const int mr = u->mr, nr = u->nr;
+    float tile[RK_MAX_MR * RK_MAX_NR] __attribute__((aligned(64)));
+    float bias_pad[RK_MAX_NR] __attribute__((aligned(64)));
+
+    for (int64_t jc = t->n0; jc < t->n1; jc += op->nc) {
+        int64_t nc = min_i64(op->nc, t->n1 - jc);
+        for (int64_t pc = 0; pc < op->k; pc += op->kc) {
+            int64_t kc = min_i64(op->kc, op->k - pc);
+            int accumulate = pc > 0;
+            pack_b(op, jc, nc, pc, kc, t->bp);
+            for (int64_t ic = t->m0; ic < t->m1; ic += op->mc) {
+                int64_t mc = min_i64(op->mc, t->m1 - ic);
+                pack_a(op, ic, mc, pc, kc, t->ap);
+                for (int64_t jr = 0; jr < nc; jr += nr) {
+                    int64_t cols = min_i64(nr, nc - jr);
+                    const float *bpanel = t->bp + jr * kc;
+                    const float *bias = op->bias ? op->bias + jc + jr : NULL;
+                    if (bias && cols < nr) {
+                        /* the micro-kernel reads a full NR bias row */
+                        for (int j = 0; j < nr; j++)
+                            bias_pad[j] = j < cols ? bias[j] : 0.0f;
+                        bias = bias_pad;
+                    }
+                    for (int64_t ir = 0; ir < mc; ir += mr) {
+                        int64_t rows = min_i64(mr, mc - ir);
+                        const float *apanel = t->ap + ir * kc;
+                        float *cp = op->c + (ic + ir) * op->ldc + jc + jr;
+                        if (rows == mr && cols == nr) {
+                            u->fn(kc, apanel, bpanel, cp, op->ldc, bias, accumulate);
+                        } else {
+                            /* Edge tile: compute into a full-size local tile so
+                               the kernel never touches C outside the matrix. */
+                            if (accumulate)
+                                for (int64_t i = 0; i < rows; i++)
+                                    memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
+                            u->fn(kc, apanel, bpanel, tile, nr, bias, accumulate);
+                            for (int64_t i = 0; i < rows; i++)
+                                memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/* Splits `total` into `parts` nearly equal block counts of size `unit`. */
+static void split_range(int64_t total, int64_t unit, int parts, int idx, int64_t *lo, int64_t *hi)
+{
+    int64_t blocks = ceil_div(total, unit);
+    *lo = min_i64(total, blocks * idx / parts * unit);
+    *hi = min_i64(total, blocks * (idx + 1) / parts * unit);
+}
+
+/* Rebalances a block size so the last block is not tiny, e.g. K = 576 with a
+   nominal 384 becomes two blocks of 288 instead of 384 + 192. */
+static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
+{
+    int64_t nblocks = ceil_div(total, nominal);
+    int64_t b = ceil_div(total, nblocks);
+    return ceil_div(b, unit) * unit;
+}
+
+static int gemm_run(gemm_op *op)
+{
+    const ukr_desc *u = op->u;
+    const int64_t M = op->m, N = op->n, K = op->k;
+    if (M <= 0 || N <= 0)
+        return 0;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                op->c[i * op->ldc + j] = op->bias ? op->bias[j] : 0.0f;
+        return 0;
+    }
+
+    /* Thread grid tm x tn over C. Cost model in "multiply-adds": padded tile
+       compute plus re-packing of A and B by each thread (packing a float costs
+       roughly as much as a few dozen FMAs at micro-kernel speed). */
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    int nt = threads_for(flops, 2e6);
+    int best_tm = 1, best_tn = 1;
+    if (nt > 1) {
+        double best = -1.0;
+        for (int tm = 1; tm <= nt; tm++) {
+            if (nt % tm)
+                continue;
+            int tn = nt / tm;
+            if (ceil_div(M, u->mr) < tm || ceil_div(N, u->nr) < tn)
+                continue;
+            double rows = (double)(ceil_div(ceil_div(M, u->mr), tm) * u->mr);
+            double cols = (double)(ceil_div(ceil_div(N, u->nr), tn) * u->nr);
+            double cost = rows * cols + 24.0 * (rows * ceil_div((int64_t)cols, u->nc) + cols);
+            if (best < 0 || cost < best) {
+                best = cost;
+                best_tm = tm;
+                best_tn = tn;
+            }
+        }
+        if (best < 0) {
+            /* too few panels for an exact grid: split the longer side only */
+            if (ceil_div(M, u->mr) >= ceil_div(N, u->nr))
+                best_tm = (int)min_i64(nt, ceil_div(M, u->mr));
+            else
+                best_tn = (int)min_i64(nt, ceil_div(N, u->nr));
+        }
+    }
+    nt = best_tm * best_tn;
+
+    int64_t tile_m = ceil_div(ceil_div(M, u->mr), best_tm) * u->mr;
+    int64_t tile_n = ceil_div(ceil_div(N, u->nr), best_tn) * u->nr;
+    op->kc = balanced_block(K, u->kc, 4);
+    op->mc = balanced_block(tile_m, u->mc, u->mr);
+    op->nc = balanced_block(tile_n, u->nc, u->nr);
+
+    size_t a_elems = (size_t)(op->mc * op->kc);
+    size_t b_elems = (size_t)(op->nc * op->kc);
+    /* round each buffer to a cache line so every one starts aligned */
+    a_elems = (a_elems + 15) / 16 * 16;
+    b_elems = (b_elems + 15) / 16 * 16;
+    float *scratch = (float *)alloc_aligned((a_elems + b_elems) * (size_t)nt * sizeof(float));
+    if (!scratch)
+        return 1;
+
+    gemm_task tasks[RK_MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        int im = i / best_tn, in = i % best_tn;
+        tasks[i].op = op;
+        split_range(M, u->mr, best_tm, im, &tasks[i].m0, &tasks[i].m1);
+        split_range(N, u->nr, best_tn, in, &tasks[i].n0, &tasks[i].n1);
+        tasks[i].ap = scratch + (size_t)i * (a_elems + b_elems);
+        tasks[i].bp = tasks[i].ap + a_elems;
+    }
+    if (nt == 1)
+        gemm_task_run(&tasks[0]);
+    else
+        run_tasks(gemm_task_run, tasks, sizeof(gemm_task), nt);
+    free(scratch);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Fully connected                                                           */
+/* ------------------------------------------------------------------------- */
+
+/* Few-row case: the GEMM would waste most of each MR-row micro-tile and pack
+   all of w just to use it once, so stream w directly. Partial sums are kept
+   in 16 independent lanes, which the compiler vectorizes without reassociating
+   a single accumulator (no -ffast-math needed). */
+static void fc_few_rows(const float *x, const float *w, const float *bias, float *y,
+                        int64_t n, int64_t k, int64_t m, int transpose_weights)
+{
+    if (transpose_weights) {
+        for (int64_t i = 0; i < n; i++) {
+            const float *xr = x + i * k;
+            for (int64_t j = 0; j < m; j++) {
+                const float *wr = w + j * k;
+                float lane[16] = { 0 };
+                int64_t kk = 0;
+                for (; kk + 16 <= k; kk += 16)
+                    for (int l = 0; l < 16; l++)
+                        lane[l] += xr[kk + l] * wr[kk + l];
+                float s = 0.0f;
+                for (; kk < k; kk++)
+                    s += xr[kk] * wr[kk];
+                for (int l = 0; l < 8; l++)
+                    lane[l] += lane[l + 8];
+                for (int l = 0; l < 4; l++)
+                    lane[l] += lane[l + 4];
+                s += (lane[0] + lane[2]) + (lane[1] + lane[3]);
+                y[i * m + j] = s + (bias ? bias[j] : 0.0f);
+            }
+        }
+    } else {
+        for (int64_t i = 0; i < n; i++) {
+            const float *xr = x + i * k;
+            float *yr = y + i * m;
+            for (int64_t j = 0; j < m; j++)
+                yr[j] = bias ? bias[j] : 0.0f;
+            for (int64_t kk = 0; kk < k; kk++) {
+                const float xv = xr[kk];
+                const float *wr = w + kk * m;
+                for (int64_t j = 0; j < m; j++)
+                    yr[j] += xv * wr[j];
+            }
+        }
+    }
+}
+
+/*
+ * rk_fully_connected: y[n, m] = x[n, k] @ W + bias, W = w.T ([m, k] storage) if
+ * transpose_weights else w ([k, m] storage). bias [m] or NULL.
+ * Preconditions: n, k, m >= 0; y does not alias x, w or bias.
+ */
+int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,
+                       int64_t n, int64_t k, int64_t m, int transpose_weights)
+{
+    if (n <= 0 || m <= 0)
+        return 0;
+    if (n <= 2 && k > 0) {
+        fc_few_rows(x, w, bias, y, n, k, m, transpose_weights);
+        return 0;
+    }
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = get_ukr();
+    op.a = x;
+    op.lda = k;
+    op.b = w;
+    if (transpose_weights) {
+        op.rsb = 1;
+        op.csb = k;
+    } else {
+        op.rsb = m;
+        op.csb = 1;
+    }
+    op.bias = bias;
+    op.c = y;
+    op.ldc = m;
+    op.m = n;
+    op.n = m;
+    op.k = k;
+    return gemm_run(&op);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Convolution                                                               */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * rk_conv2d: y[n, oh, ow, o] = conv(x[n, h, w, c], filt[o, kh, kw, c]) + bias[o].
+ * Preconditions: all sizes >= 1, strides and dilations >= 1, pads >= 0,
+ * oh/ow from the formula in kernels.h; y does not alias the inputs.
+ * Scratch: per worker thread one packed A block (<= 336 x 384 floats) and one
+ * packed B block (<= 384 x 2048 floats), about 3.6 MiB per thread at most.
+ */
+int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t o)
+{
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = get_ukr();
+    op.m = p->n * p->oh * p->ow;
+    op.n = o;
+    op.k = p->kh * p->kw * p->c;
+    if (p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+        p->pad_left == 0 && p->oh == p->h && p->ow == p->w) {
+        /* pointwise: the NHWC input already is the [pixels, c] matrix */
+        op.a = x;
+        op.lda = p->c;
+    } else {
+        op.a = x;
+        op.conv = p;
+    }
+    /* filt [o, kh*kw*c] is B transposed */
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    return gemm_run(&op);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Depthwise convolution                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct dw_task {
+    const float *x, *filt, *bias;
+    float *y;
+    const rk_conv_params *p;
+    int64_t mult;
+    int64_t row0, row1; /* range over n * oh output rows */
+} dw_task;
+
+static void *dw_task_run(void *arg)
+{
+    const dw_task *t = (const dw_task *)arg;
+    const rk_conv_params *p = t->p;
+    const int64_t C = p->c, mult = t->mult, OC = C * mult;
+    for (int64_t row = t->row0; row < t->row1; row++) {
+        int64_t bi = row / p->oh, oy = row - bi * p->oh;
+        int64_t iy0 = oy * p->stride_h - p->pad_top;
+        const float *img = t->x + bi * p->h * p->w * C;
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            float *out = t->y + (row * p->ow + ox) * OC;
+            int64_t ix0 = ox * p->stride_w - p->pad_left;
+            if (t->bias)
+                memcpy(out, t->bias, (size_t)OC * sizeof(float));
+            else
+                memset(out, 0, (size_t)OC * sizeof(float));
+            for (int64_t ky = 0; ky < p->kh; ky++) {
+                int64_t iy = iy0 + ky * p->dil_h;
+                if (iy < 0 || iy >= p->h)
+                    continue;
+                for (int64_t kx = 0; kx < p->kw; kx++) {
+                    int64_t ix = ix0 + kx * p->dil_w;
+                    if (ix < 0 || ix >= p->w)
+                        continue;
+                    const float *in = img + (iy * p->w + ix) * C;
+                    const float *f = t->filt + (ky * p->kw + kx) * OC;
+                    if (mult == 1) {
+                        for (int64_t ch = 0; ch < C; ch++)
+                            out[ch] += in[ch] * f[ch];
+                    } else {
+                        for (int64_t ci = 0; ci < C; ci++) {
+                            const float v = in[ci];
+                            float *o = out + ci * mult;
+                            const float *ff = f + ci * mult;
+                            for (int64_t j = 0; j < mult; j++)
+                                o[j] += v * ff[j];
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * rk_depthwise_conv2d: y[n, oh, ow, c*mult]; filt [1, kh, kw, c*mult];
+ * bias [c*mult] or NULL. Preconditions as rk_conv2d, mult >= 1. No scratch.
+ */
+int rk_depthwise_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t mult)
+{
+    const int64_t rows = p->n * p->oh;
+    if (rows <= 0 || p->ow <= 0 || p->c <= 0 || mult <= 0)
+        return 0;
+    double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
+    int nt = threads_for(work, 2e6);
+    if (nt > rows)
+        nt = (int)rows;
+    dw_task tasks[RK_MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        dw_task t = { x, filt, bias, y, p, mult, rows * i / nt, rows * (i + 1) / nt };
+        tasks[i] = t;
+    }
+    if (nt == 1)
+        dw_task_run(&tasks[0]);
+    else
+        run_tasks(dw_task_run, tasks, sizeof(dw_task), nt);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Pooling                                                                   */
+/* ------------------------------------------------------------------------- */
+
+typedef struct pool_task {
+    const float *x;
+    float *y;
+    const rk_conv_params *p;
+    int pool;
+    int64_t row0, row1;
+} pool_task;
+
+static void *pool_task_run(void *arg)
+{
+    const pool_task *t = (const pool_task *)arg;
+    const rk_conv_params *p = t->p;
+    const int64_t C = p->c;
+    for (int64_t row = t->row0; row < t->row1; row++) {
+        int64_t bi = row / p->oh, oy = row - bi * p->oh;
+        const float *img = t->x + bi * p->h * p->w * C;
+        /* clip the window to the image so padding never takes part */
+        int64_t ys = oy * p->stride_h - p->pad_top;
+        int64_t ye = min_i64(ys + p->kh, p->h);
+        ys = max_i64(ys, 0);
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            float *out = t->y + (row * p->ow + ox) * C;
+            int64_t xs = ox * p->stride_w - p->pad_left;
+            int64_t xe = min_i64(xs + p->kw, p->w);
+            xs = max_i64(xs, 0);
+            if (ys >= ye || xs >= xe) {
+                /* excluded by the preconditions; defined output instead of -inf or 0/0 */
+                memset(out, 0, (size_t)C * sizeof(float));
+                continue;
+            }
+            if (t->pool == RK_POOL_MAX) {
+                memcpy(out, img + (ys * p->w + xs) * C, (size_t)C * sizeof(float));
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++) {
+                        const float *in = img + (iy * p->w + ix) * C;
+                        for (int64_t ch = 0; ch < C; ch++)
+                            out[ch] = in[ch] > out[ch] ? in[ch] : out[ch];
+                    }
+            } else {
+                memset(out, 0, (size_t)C * sizeof(float));
+                for (int64_t iy = ys; iy < ye; iy++)
+                    for (int64_t ix = xs; ix < xe; ix++) {
+                        const float *in = img + (iy * p->w + ix) * C;
+                        for (int64_t ch = 0; ch < C; ch++)
+                            out[ch] += in[ch];
+                    }
+                const float cnt = (float)((ye - ys) * (xe - xs));
+                for (int64_t ch = 0; ch < C; ch++)
+                    out[ch] /= cnt;
+            }
+        }
+    }
+    return NULL;
+}
+
+/*
+ * rk_pool2d: y[n, oh, ow, c] = max or mean over the real elements of each
+ * kh x kw window (stride, padding as in conv; dilation fields ignored).
+ * Preconditions: as rk_conv2d; every window overlaps the image. No scratch.
+ */
+int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
+{
+    const int64_t rows = p->n * p->oh;
+    if (rows <= 0 || p->ow <= 0 || p->c <= 0)
+        return 0;
+    double work = (double)rows * (double)p->ow * (double)p->c * (double)(p->kh * p->kw);
+    int nt = threads_for(work, 2e6);
+    if (nt > rows)
+        nt = (int)rows;
+    pool_task tasks[RK_MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        pool_task t = { x, y, p, pool, rows * i / nt, rows * (i + 1) / nt };
+        tasks[i] = t;
+    }
+    if (nt == 1)
+        pool_task_run(&tasks[0]);
+    else
+        run_tasks(pool_task_run, tasks, sizeof(pool_task), nt);
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Elementwise                                                               */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * Branch-free expf so loops calling it vectorize: exp(x) = 2^n * e^r with
+ * n = round(x / ln2), |r| <= ln2/2, e^r by a degree-7 Taylor polynomial
+ * (truncation error < 1e-8 relative). 2^n is applied as two factors so that
+ * results in the subnormal range are still produced correctly. Max error is
+ * about 2 ulp; NaN propagates, overflow gives +inf, underflow gives 0.
+ */
+static inline float exp_vec(float x)
+{
+    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+    x = x < -104.0f ? -104.0f : x;
+    x = x > 89.0f ? 89.0f : x;
+    float t = x * 1.44269504088896341f + magic;
+    float n = t - magic;
+    float r = x - n * 0.693145751953125f; /* ln2 high part: exact product for |n| < 2^9 */
+    r = r - n * 1.428606765330187e-06f;    /* ln2 low part */
+    float p = 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    /* n = h + (n - h), both halves in [-75, 64] so each 2^k is a normal float */
+    float th = n * 0.5f + magic;
+    float h = th - magic;
+    float t2 = (n - h) + magic;
+    uint32_t ub, u1, u2;
+    const uint32_t magic_bits = 0x4B400000u;
+    memcpy(&ub, &th, sizeof ub);
+    memcpy(&u2, &t2, sizeof u2);
+    u1 = (ub - magic_bits + 127u) << 23;
+    u2 = (u2 - magic_bits + 127u) << 23;
+    float s1, s2;
+    memcpy(&s1, &u1, sizeof s1);
+    memcpy(&s2, &u2, sizeof s2);
+    return (p * s1) * s2;
+}
+
+/*
+ * rk_activation: y[i] = f(x[i]) for i < count. y may equal x.
+ * relu and bounded_relu propagate NaN. Sigmoid uses a vectorized exp
+ * (about 2 ulp); tanh uses libm tanhf.
+ */
+int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b)
+{
+    switch (function) {
+    case RK_RELU:
+        for (int64_t i = 0; i < count; i++)
+            y[i] = x[i] < 0.0f ? 0.0f : x[i];
+        break;
+    case RK_BOUNDED_RELU:
+        for (int64_t i = 0; i < count; i++) {
+            float v = x[i] < b ? b : x[i];
+            y[i] = v > a ? a : v;
+        }
+        break;
+    case RK_SIGMOID:
+        /* 1/(1+e^-x) never cancels; for x << 0 e^-x overflows to inf and the
+           result correctly rounds to 0 */
+        for (int64_t i = 0; i < count; i++)
+            y[i] = 1.0f / (1.0f + exp_vec(-x[i]));
+        break;
+    case RK_TANH:
+        for (int64_t i = 0; i < count; i++)
+            y[i] = tanhf(x[i]);
+        break;
+    case RK_LEAKY_RELU:
+        for (int64_t i = 0; i < count; i++)
+            y[i] = x[i] > 0.0f ? x[i] : a * x[i];
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/*
+ * rk_binary: out = a (+|*) b with NumPy broadcasting. Shapes padded to rank
+ * (1..8); out must not alias a or b unless it has identical shape to it.
+ * Dimensions are coalesced first, so the innermost loop is as long as possible
+ * and is one of: both contiguous, a broadcast scalar, b broadcast scalar.
+ */
+int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
+              float *out, const int64_t *out_shape, int rank)
+{
+    int64_t shp[8], sa[8], sb[8];
+    int nd = 0;
+    int64_t sta = 1, stb = 1; /* element strides of a and b, innermost first */
+    if (rank < 1 || rank > 8)
+        return 0;
+    for (int d = 0; d < rank; d++)
+        if (out_shape[d] <= 0)
+            return 0;
+
+    /* Build innermost-first dims: drop size-1 output dims, merge a dim into the
+       previous (inner) one when both operands continue the same stride pattern. */
+    for (int d = rank - 1; d >= 0; d--) {
+        int64_t len = out_shape[d];
+        int64_t da = a_shape[d] == 1 ? 0 : sta;
+        int64_t db = b_shape[d] == 1 ? 0 : stb;
+        sta *= a_shape[d];
+        stb *= b_shape[d];
+        if (len == 1)
+            continue;
+        if (nd > 0 && da == sa[nd - 1] * shp[nd - 1] && db == sb[nd - 1] * shp[nd - 1]) {
+            shp[nd - 1] *= len;
+            continue;
+        }
+        shp[nd] = len;
+        sa[nd] = da;
+        sb[nd] = db;
+        nd++;
+    }
+    if (nd == 0) {
+        shp[0] = 1;
+        sa[0] = sb[0] = 0;
+        nd = 1;
+    }
+
+    const int64_t inner = shp[0], ia = sa[0], ib = sb[0];
+    int64_t outer = 1;
+    for (int d = 1; d < nd; d++)
+        outer *= shp[d];
+    int64_t idx[8] = { 0 };
+    int64_t offa = 0, offb = 0;
+    float *o = out;
+    for (int64_t it = 0; it < outer; it++) {
+        const float *pa = a + offa, *pb = b + offb;
+        if (op == RK_MUL) {
+            if (ia == 1 && ib == 1)
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] * pb[i];
+            else if (ia == 0 && ib == 1) {
+                const float s = pa[0];
+                for (int64_t i = 0; i < inner; i++) o[i] = s * pb[i];
+            } else if (ia == 1 && ib == 0) {
+                const float s = pb[0];
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] * s;
+            } else
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i * ia] * pb[i * ib];
+        } else {
+            if (ia == 1 && ib == 1)
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] + pb[i];
+            else if (ia == 0 && ib == 1) {
+                const float s = pa[0];
+                for (int64_t i = 0; i < inner; i++) o[i] = s + pb[i];
+            } else if (ia == 1 && ib == 0) {
+                const float s = pb[0];
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] + s;
+            } else
+                for (int64_t i = 0; i < inner; i++) o[i] = pa[i * ia] + pb[i * ib];
+        }
+        o += inner;
+        /* odometer over the outer dims */
+        for (int d = 1; d < nd; d++) {
+            offa += sa[d];
+            offb += sb[d];
+            if (++idx[d] < shp[d])
+                break;
+            offa -= sa[d] * shp[d];
+            offb -= sb[d] * shp[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}
+
+/* ------------------------------------------------------------------------- */
+/* Softmax                                                                   */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * rk_softmax: y[r, :] = exp(beta*x[r, :] - max_j beta*x[r, j]) / sum, for
+ * `rows` rows of `cols` contiguous values. y may equal x. No scratch.
+ * Reductions use 16 independent lanes so they vectorize without -ffast-math.
+ */
+int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta)
+{
+    if (cols <= 0)
+        return 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *xr = x + r * cols;
+        float *yr = y + r * cols;
+        float lane[16];
+        float mx = beta * xr[0];
+        for (int l = 0; l < 16; l++)
+            lane[l] = mx;
+        int64_t i = 0;
+        for (; i + 16 <= cols; i += 16)
+            for (int l = 0; l < 16; l++) {
+                float v = beta * xr[i + l];
+                lane[l] = v > lane[l] ? v : lane[l];
+            }
+        for (; i < cols; i++) {
+            float v = beta * xr[i];
+            mx = v > mx ? v : mx;
+        }
+        for (int l = 0; l < 16; l++)
+            mx = lane[l] > mx ? lane[l] : mx;
+
+        for (int l = 0; l < 16; l++)
+            lane[l] = 0.0f;
+        float sum = 0.0f;
+        i = 0;
+        for (; i + 16 <= cols; i += 16)
+            for (int l = 0; l < 16; l++) {
+                float e = exp_vec(beta * xr[i + l] - mx);
+                yr[i + l] = e;
+                lane[l] += e;
+            }
+        for (; i < cols; i++) {
+            float e = exp_vec(beta * xr[i] - mx);
+            yr[i] = e;
+            sum += e;
+        }
+        for (int l = 0; l < 8; l++)
+            lane[l] += lane[l + 8];
+        for (int l = 0; l < 4; l++)
+            lane[l] += lane[l + 4];
+        sum += (lane[0] + lane[2]) + (lane[1] + lane[3]);
+        for (i = 0; i < cols; i++)
+            yr[i] /= sum;
+    }
+    return 0;
+}

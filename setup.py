@@ -1,0 +1,119 @@
+"""Build the Cython loader, the reference backend and the mock backends with the system C compiler.
+
+Metadata lives in pyproject.toml. ``DYNAMIC_BACKEND_PATHS`` in the build environment becomes the
+compiled-in search path list; unset, the default is the installed reference backend directory.
+"""
+import os
+import sys
+from glob import glob
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from mock_backends import library_name  # noqa: E402  (pure Python, no build needed)
+
+try:
+    import Cython
+    from Cython.Build import cythonize
+except ImportError:
+    sys.exit("dynamic-backends needs Cython 3 to build: pip install 'Cython>=3,<4'")
+if int(Cython.__version__.split(".")[0]) != 3:
+    sys.exit(f"dynamic-backends needs Cython 3.x to build, found Cython {Cython.__version__}")
+
+BACKEND_CFLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden", "-D_GNU_SOURCE"]
+
+
+class NativeLibrary(Extension):
+    """A plain shared object (not a Python module) installed under an exact file name."""
+
+    def __init__(self, output, sources, extra_compile_args=BACKEND_CFLAGS, **kwargs):
+        name = os.path.splitext(output)[0].replace("/", ".")
+        super().__init__(name, sources, include_dirs=["abi"],
+                         extra_compile_args=list(extra_compile_args), **kwargs)
+        self.output = output
+        self.link_stub = None  # source of a library to link against but never install
+
+
+class BuildExt(build_ext):
+    def get_ext_filename(self, fullname):
+        # Called with the dotted name, or with only its last part (distutils' get_ext_fullpath).
+        for ext in self.extensions:
+            if isinstance(ext, NativeLibrary):
+                if ext.name == fullname:
+                    return ext.output
+                if ext.name.rpartition(".")[2] == fullname:
+                    return os.path.basename(ext.output)
+        return super().get_ext_filename(fullname)
+
+    def get_export_symbols(self, ext):
+        return [] if isinstance(ext, NativeLibrary) else super().get_export_symbols(ext)
+
+    def build_extension(self, ext):
+        if isinstance(ext, NativeLibrary) and ext.link_stub:
+            stub_dir = os.path.join(self.build_temp, "stubs")
+            objects = self.compiler.compile([ext.link_stub], output_dir=self.build_temp)
+            stub_name = os.path.splitext(os.path.basename(ext.link_stub))[0]
+            self.compiler.link_shared_object(
+                objects, f"libdbk_{stub_name}.so", output_dir=stub_dir)
+            ext.library_dirs = [stub_dir]
+            ext.libraries = [f"dbk_{stub_name}"]
+        super().build_extension(ext)
+
+
+class BuildPy(build_py):
+    """Also records the compiled-in search paths and installs the ABI header."""
+
+    def run(self):
+        super().run()
+        paths = os.environ.get("DYNAMIC_BACKEND_PATHS")
+        config = os.path.join(self.build_lib, "loader", "_build_config.py")
+        with open(config, "w") as f:
+            f.write('"""Written by setup.py at build time."""\n\n'
+                    "# DYNAMIC_BACKEND_PATHS seen at build time; None: the reference backend's "
+                    "directory.\n"
+                    f"COMPILED_IN_PATHS = {paths!r}\n")
+        include = os.path.join(self.build_lib, "loader", "include")
+        self.mkpath(include)
+        self.copy_file(os.path.join("abi", "backend_api.h"), include)
+
+
+def mock_libraries():
+    libraries = []
+    for source in sorted(glob("mock_backends/*.c") + glob("mock_backends/*.cpp")):
+        stem, ext = os.path.splitext(os.path.basename(source))
+        flags = BACKEND_CFLAGS if ext == ".c" else ["-Wall", "-Wextra", "-fvisibility=hidden",
+                                                    "-fno-exceptions", "-fno-rtti"]
+        library = NativeLibrary(f"mock_backends/lib/{library_name(stem)}", [source],
+                                extra_compile_args=flags, depends=["abi/backend_api.h",
+                                                                   "mock_backends/skeleton.h"])
+        if stem == "missing_dependency":
+            library.link_stub = "mock_backends/support/absent_dependency.c"
+        libraries.append(library)
+    return libraries
+
+
+core = Extension(
+    "loader._core",
+    ["loader/_core.pyx"],
+    include_dirs=["abi"],
+    libraries=["dl"],
+    extra_compile_args=["-D_GNU_SOURCE"],
+    depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd"],
+)
+
+reference = NativeLibrary(
+    "reference_backend/backends/Reference_CpuRef_backend.so",
+    ["reference_backend/reference_backend.c"],
+    libraries=["m"],
+    extra_link_args=["-pthread"],
+    depends=["abi/backend_api.h"] + glob("reference_backend/*.h"),
+)
+
+setup(
+    ext_modules=cythonize([core], include_path=["abi"], compiler_directives={"language_level": 3})
+    + [reference] + mock_libraries(),
+    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+)
