@@ -6,7 +6,7 @@ decide policy; this module only observes the filesystem and the dynamic linker a
 what it saw, never raising for a filesystem problem.
 """
 from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
-from libc.stdint cimport uint32_t, uint64_t
+from libc.stdint cimport uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memcpy, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
@@ -397,92 +397,176 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
 
 
 # ---------------------------------------------------------------------------------------------
-# ELF header pre-check: refuse what the dynamic linker would refuse, with a precise reason.
+# ELF pre-check: refuse what the dynamic linker would refuse (or crash on), with a precise reason.
+# A truncated library is the important case: its segments are mapped past the end of the file
+# and the first touch of such a page kills the process with SIGBUS inside dlopen.
 # ---------------------------------------------------------------------------------------------
 
+cdef extern from *:
+    """
+    #include <link.h>
+    typedef ElfW(Ehdr) dbk_Ehdr;
+    typedef ElfW(Phdr) dbk_Phdr;
+    """
+    ctypedef struct dbk_Ehdr:
+        unsigned char e_ident[16]
+        uint16_t e_type
+        uint16_t e_machine
+        uint64_t e_phoff
+        uint16_t e_phentsize
+        uint16_t e_phnum
+
+    ctypedef struct dbk_Phdr:
+        uint32_t p_type
+        uint64_t p_offset
+        uint64_t p_filesz
+
+    enum:
+        PT_LOAD
+        PT_DYNAMIC
+
+
+cdef enum ElfVerdict:
+    ELF_OK
+    ELF_OPEN_FAILED         # detail: errno
+    ELF_NOT_REGULAR
+    ELF_NOT_ELF
+    ELF_TRUNCATED_HEADER
+    ELF_WRONG_CLASS         # detail: the file's class
+    ELF_WRONG_BYTE_ORDER    # detail: the file's byte order
+    ELF_WRONG_TYPE          # detail: e_type
+    ELF_WRONG_MACHINE       # detail: e_machine
+    ELF_BAD_PROGRAM_HEADERS
+    ELF_TRUNCATED           # detail: bytes the segments need; file size in *size
+
 cdef enum:
-    ELF_HEADER_READ = 20        # e_ident (16) + e_type (2) + e_machine (2)
+    MAX_PROGRAM_HEADERS = 512
 
 cdef unsigned char _own_class = 0, _own_data = 0
 cdef unsigned int _own_machine = 0
 
 
-cdef unsigned int _read_u16(const unsigned char *p, unsigned char data) noexcept nogil:
-    if data == 1:
-        return p[0] | (p[1] << 8)
-    return (p[0] << 8) | p[1]
-
-
-cdef int _read_elf_header(const char *path, unsigned char *header) noexcept nogil:
-    """Read the first ELF_HEADER_READ bytes; bytes read, or -errno."""
+cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size) noexcept nogil:
+    """Check the ELF header and that every loadable segment lies inside the file."""
     cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
     cdef struct_stat st
+    cdef dbk_Ehdr header
+    cdef dbk_Phdr *segments = NULL
     cdef ssize_t got
-    cdef int error
+    cdef uint64_t end, needed = 0
+    cdef size_t table_size
+    cdef int i, verdict = ELF_OK
     if fd < 0:
-        return -errno
-    if fstat(fd, &st) != 0:
-        error = errno
+        detail[0] = errno
+        return ELF_OPEN_FAILED
+    if fstat(fd, &st) != 0 or not S_ISREG(st.st_mode):
         c_close(fd)
-        return -error
-    if not S_ISREG(st.st_mode):
-        c_close(fd)
-        return -ENOTDIR
-    got = pread(fd, header, ELF_HEADER_READ, 0)
-    error = errno
+        return ELF_NOT_REGULAR
+    size[0] = <uint64_t>st.st_size
+    got = pread(fd, &header, sizeof(header), 0)
+    if got < 4 or header.e_ident[0] != 0x7f or header.e_ident[1] != b'E' \
+            or header.e_ident[2] != b'L' or header.e_ident[3] != b'F':
+        verdict = ELF_NOT_ELF
+    elif got < 6:
+        verdict = ELF_TRUNCATED_HEADER
+    elif header.e_ident[4] != _own_class:
+        detail[0] = header.e_ident[4]
+        verdict = ELF_WRONG_CLASS
+    elif header.e_ident[5] != _own_data:
+        detail[0] = header.e_ident[5]
+        verdict = ELF_WRONG_BYTE_ORDER
+    elif got < <ssize_t>sizeof(header):
+        verdict = ELF_TRUNCATED_HEADER
+    elif header.e_type != 3:  # ET_DYN
+        detail[0] = header.e_type
+        verdict = ELF_WRONG_TYPE
+    elif header.e_machine != _own_machine:
+        detail[0] = header.e_machine
+        verdict = ELF_WRONG_MACHINE
+    elif header.e_phentsize != sizeof(dbk_Phdr) or header.e_phnum == 0 \
+            or header.e_phnum > MAX_PROGRAM_HEADERS:
+        verdict = ELF_BAD_PROGRAM_HEADERS
+    else:
+        table_size = header.e_phnum * sizeof(dbk_Phdr)
+        if header.e_phoff + table_size > size[0]:
+            detail[0] = header.e_phoff + table_size
+            verdict = ELF_TRUNCATED
+        else:
+            segments = <dbk_Phdr *>malloc(table_size)
+            if segments == NULL or pread(fd, segments, table_size, header.e_phoff) != <ssize_t>table_size:
+                verdict = ELF_BAD_PROGRAM_HEADERS
+            else:
+                for i in range(header.e_phnum):
+                    if segments[i].p_type == PT_LOAD or segments[i].p_type == PT_DYNAMIC:
+                        end = segments[i].p_offset + segments[i].p_filesz
+                        if end < segments[i].p_offset:  # wrapped around
+                            end = <uint64_t>-1
+                        if end > needed:
+                            needed = end
+                if needed > size[0]:
+                    detail[0] = needed
+                    verdict = ELF_TRUNCATED
+            free(segments)
     c_close(fd)
-    if got < 0:
-        return -error
-    return <int>got
+    return verdict
 
 
 def _learn_own_elf_identity(str module_path):
     """This process's ELF class, byte order and machine, read from this very extension module."""
     global _own_class, _own_data, _own_machine
-    cdef unsigned char header[ELF_HEADER_READ]
+    cdef dbk_Ehdr header
     cdef bytes path = os.fsencode(module_path)
-    if _read_elf_header(path, header) == ELF_HEADER_READ and header[0] == 0x7f:
-        _own_class = header[4]
-        _own_data = header[5]
-        _own_machine = _read_u16(header + 18, header[5])
+    cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC)
+    if fd < 0:
+        raise OSError(errno, "cannot read own ELF header", module_path)
+    got = pread(fd, &header, sizeof(header), 0)
+    c_close(fd)
+    if got != sizeof(header):
+        raise OSError("cannot read own ELF header", module_path)
+    _own_class = header.e_ident[4]
+    _own_data = header.e_ident[5]
+    _own_machine = header.e_machine
 
 
 _learn_own_elf_identity(__file__)
 
 _ELF_CLASS_NAMES = {1: "32-bit", 2: "64-bit"}
 _ELF_DATA_NAMES = {1: "little-endian", 2: "big-endian"}
-_ELF_TYPE_NAMES = {0: "no file type", 1: "a relocatable object", 2: "an executable", 4: "a core file"}
+_ELF_TYPE_NAMES = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core file"}
 
 
-cdef tuple _check_elf_header(bytes path):
+cdef tuple _check_elf_file(bytes path):
     """(reason, detail) when the file cannot be a shared object for this process, else None."""
-    cdef unsigned char header[ELF_HEADER_READ]
-    cdef int got = _read_elf_header(path, header)
-    cdef unsigned int e_type, machine
-    if got < 0:
-        if -got == ENOTDIR:
-            return Reason.NOT_A_REGULAR_FILE, "no longer a regular file"
-        return Reason.UNREADABLE, _strerror(-got)
-    if got < 4 or header[0] != 0x7f or header[1] != b'E' or header[2] != b'L' or header[3] != b'F':
+    cdef uint64_t detail = 0, size = 0
+    cdef int verdict
+    cdef const char *c_path = path
+    with nogil:
+        verdict = _check_elf(c_path, &detail, &size)
+    if verdict == ELF_OK:
+        return None
+    if verdict == ELF_OPEN_FAILED:
+        return Reason.UNREADABLE, _strerror(<int>detail)
+    if verdict == ELF_NOT_REGULAR:
+        return Reason.NOT_A_REGULAR_FILE, "no longer a regular file"
+    if verdict == ELF_NOT_ELF:
         return Reason.NOT_A_SHARED_OBJECT, "not an ELF file"
-    if got < ELF_HEADER_READ:
+    if verdict == ELF_TRUNCATED_HEADER:
         return Reason.NOT_A_SHARED_OBJECT, "truncated ELF header"
-    if _own_class and header[4] != _own_class:
-        return (Reason.WRONG_ARCHITECTURE,
-                f"ELF class {_ELF_CLASS_NAMES.get(header[4], header[4])}, "
+    if verdict == ELF_WRONG_CLASS:
+        return (Reason.WRONG_ARCHITECTURE, f"ELF class is {_ELF_CLASS_NAMES.get(detail, detail)}, "
                 f"this process is {_ELF_CLASS_NAMES.get(_own_class, _own_class)}")
-    if _own_data and header[5] != _own_data:
-        return (Reason.WRONG_ARCHITECTURE,
-                f"{_ELF_DATA_NAMES.get(header[5], header[5])} ELF, "
+    if verdict == ELF_WRONG_BYTE_ORDER:
+        return (Reason.WRONG_ARCHITECTURE, f"{_ELF_DATA_NAMES.get(detail, detail)} ELF file, "
                 f"this process is {_ELF_DATA_NAMES.get(_own_data, _own_data)}")
-    e_type = _read_u16(header + 16, header[5])
-    if e_type != 3:  # ET_DYN
-        return Reason.NOT_A_SHARED_OBJECT, f"ELF file is {_ELF_TYPE_NAMES.get(e_type, e_type)}"
-    machine = _read_u16(header + 18, header[5])
-    if _own_machine and machine != _own_machine:
+    if verdict == ELF_WRONG_TYPE:
+        return Reason.NOT_A_SHARED_OBJECT, f"ELF file is {_ELF_TYPE_NAMES.get(detail, detail)}"
+    if verdict == ELF_WRONG_MACHINE:
         return (Reason.WRONG_ARCHITECTURE,
-                f"ELF machine {machine}, this process is ELF machine {_own_machine}")
-    return None
+                f"ELF machine is {detail}, this process is ELF machine {_own_machine}")
+    if verdict == ELF_TRUNCATED:
+        return (Reason.NOT_A_SHARED_OBJECT,
+                f"truncated: its segments need {detail} bytes, the file has {size}")
+    return Reason.NOT_A_SHARED_OBJECT, "malformed ELF program headers"
 
 
 _CANNOT_OPEN = ": cannot open shared object file"
@@ -588,7 +672,7 @@ cdef class Library:
         cdef Library library
         cdef list missing, mangled
         cdef void *symbol
-        failure = _check_elf_header(path_bytes)
+        failure = _check_elf_file(path_bytes)
         if failure is not None:
             return (None,) + failure
         with nogil:

@@ -19,6 +19,7 @@
 
 #include <math.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -294,14 +295,7 @@ typedef struct gemm_op {
     float *c;
     int64_t ldc;
     int64_t m, n, k;
-    int64_t kc, mc, nc; /* effective blocking for this problem */
 } gemm_op;
-
-typedef struct gemm_task {
-    const gemm_op *op;
-    int64_t m0, m1, n0, n1;
-    float *ap, *bp;
-} gemm_task;
 
 /* The packers are inlined with MR/NR as literal constants so the inner loops
    get fixed trip counts. */
@@ -442,64 +436,136 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
     }
 }
 
-static void *gemm_task_run(void *arg)
+/*
+ * Parallel scheme. B is packed once into a shared "slab" (all of K x up to
+ * slab_w columns), then C is cut into units of mcu rows x nu columns that the
+ * threads claim from an atomic counter. Dynamic claiming matters on shared
+ * machines: with a static split the slowest thread (e.g. one sharing its core
+ * with another busy thread) sets the pace of the whole call. Each unit packs
+ * its own A block per K block into a private buffer.
+ */
+typedef struct rk_barrier {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int total, waiting;
+    unsigned gen;
+} rk_barrier;
+
+typedef struct gemm_shared {
+    const gemm_op *op;
+    int64_t kc, slab_w, slab_wp, mcu, nu;
+    float *bp;          /* packed slab: K block at offset pc * slab_wp */
+    float *ap;          /* per-thread A buffers, a_stride floats each */
+    size_t a_stride;
+    atomic_llong next_pack, next_unit;
+    rk_barrier bar;
+} gemm_shared;
+
+typedef struct gemm_worker {
+    gemm_shared *sh;
+    int id;
+} gemm_worker;
+
+/* The total is only known after the threads are created; it is set by the
+   calling thread (itself a participant) before it does any work, so the last
+   thread to arrive always sees the final total. */
+static void barrier_wait(rk_barrier *b, gemm_shared *reset)
 {
-    const gemm_task *t = (const gemm_task *)arg;
-    const gemm_op *op = t->op;
+    pthread_mutex_lock(&b->mu);
+    unsigned gen = b->gen;
+    if (++b->waiting == b->total) {
+        if (reset) {
+            atomic_store(&reset->next_pack, 0);
+            atomic_store(&reset->next_unit, 0);
+        }
+        b->waiting = 0;
+        b->gen++;
+        pthread_cond_broadcast(&b->cv);
+    } else {
+        while (gen == b->gen)
+            pthread_cond_wait(&b->cv, &b->mu);
+    }
+    pthread_mutex_unlock(&b->mu);
+}
+
+#define RK_PACK_GROUP 4 /* B micro-panels per packing work item */
+
+static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
+{
+    const gemm_op *op = sh->op;
     const ukr_desc *u = op->u;
     const int mr = u->mr, nr = u->nr;
+    const int64_t nnb = ceil_div(slab_w, sh->nu);
+    const int64_t i0 = unit / nnb * sh->mcu, j0 = unit % nnb * sh->nu;
+    const int64_t mc = min_i64(sh->mcu, op->m - i0), jend = min_i64(j0 + sh->nu, slab_w);
     float tile[RK_MAX_MR * RK_MAX_NR] __attribute__((aligned(64)));
     float bias_pad[RK_MAX_NR] __attribute__((aligned(64)));
 
-    for (int64_t jc = t->n0; jc < t->n1; jc += op->nc) {
-        int64_t nc = min_i64(op->nc, t->n1 - jc);
-        for (int64_t pc = 0; pc < op->k; pc += op->kc) {
-            int64_t kc = min_i64(op->kc, op->k - pc);
-            int accumulate = pc > 0;
-            pack_b(op, jc, nc, pc, kc, t->bp);
-            for (int64_t ic = t->m0; ic < t->m1; ic += op->mc) {
-                int64_t mc = min_i64(op->mc, t->m1 - ic);
-                pack_a(op, ic, mc, pc, kc, t->ap);
-                for (int64_t jr = 0; jr < nc; jr += nr) {
-                    int64_t cols = min_i64(nr, nc - jr);
-                    const float *bpanel = t->bp + jr * kc;
-                    const float *bias = op->bias ? op->bias + jc + jr : NULL;
-                    if (bias && cols < nr) {
-                        /* the micro-kernel reads a full NR bias row */
-                        for (int j = 0; j < nr; j++)
-                            bias_pad[j] = j < cols ? bias[j] : 0.0f;
-                        bias = bias_pad;
-                    }
-                    for (int64_t ir = 0; ir < mc; ir += mr) {
-                        int64_t rows = min_i64(mr, mc - ir);
-                        const float *apanel = t->ap + ir * kc;
-                        float *cp = op->c + (ic + ir) * op->ldc + jc + jr;
-                        if (rows == mr && cols == nr) {
-                            u->fn(kc, apanel, bpanel, cp, op->ldc, bias, accumulate);
-                        } else {
-                            /* Edge tile: compute into a full-size local tile so
-                               the kernel never touches C outside the matrix. */
-                            if (accumulate)
-                                for (int64_t i = 0; i < rows; i++)
-                                    memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
-                            u->fn(kc, apanel, bpanel, tile, nr, bias, accumulate);
-                            for (int64_t i = 0; i < rows; i++)
-                                memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
-                        }
-                    }
+    for (int64_t pc = 0; pc < op->k; pc += sh->kc) {
+        const int64_t kc = min_i64(sh->kc, op->k - pc);
+        const int accumulate = pc > 0;
+        const float *bblk = sh->bp + pc * sh->slab_wp;
+        pack_a(op, i0, mc, pc, kc, ap);
+        for (int64_t jr = j0; jr < jend; jr += nr) {
+            const int64_t cols = min_i64(nr, jend - jr);
+            const float *bpanel = bblk + jr * kc;
+            const float *bias = op->bias ? op->bias + slab0 + jr : NULL;
+            if (bias && cols < nr) {
+                /* the micro-kernel reads a full NR bias row */
+                for (int j = 0; j < nr; j++)
+                    bias_pad[j] = j < cols ? bias[j] : 0.0f;
+                bias = bias_pad;
+            }
+            for (int64_t ir = 0; ir < mc; ir += mr) {
+                const int64_t rows = min_i64(mr, mc - ir);
+                const float *apanel = ap + ir * kc;
+                float *cp = op->c + (i0 + ir) * op->ldc + slab0 + jr;
+                if (rows == mr && cols == nr) {
+                    u->fn(kc, apanel, bpanel, cp, op->ldc, bias, accumulate);
+                } else {
+                    /* Edge tile: go through a full-size local tile so the
+                       kernel never touches C outside the matrix. */
+                    if (accumulate)
+                        for (int64_t i = 0; i < rows; i++)
+                            memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
+                    u->fn(kc, apanel, bpanel, tile, nr, bias, accumulate);
+                    for (int64_t i = 0; i < rows; i++)
+                        memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
                 }
             }
         }
     }
-    return NULL;
 }
 
-/* Splits `total` into `parts` nearly equal block counts of size `unit`. */
-static void split_range(int64_t total, int64_t unit, int parts, int idx, int64_t *lo, int64_t *hi)
+static void *gemm_worker_run(void *arg)
 {
-    int64_t blocks = ceil_div(total, unit);
-    *lo = min_i64(total, blocks * idx / parts * unit);
-    *hi = min_i64(total, blocks * (idx + 1) / parts * unit);
+    const gemm_worker *w = (const gemm_worker *)arg;
+    gemm_shared *sh = w->sh;
+    const gemm_op *op = sh->op;
+    const int nr = op->u->nr;
+    float *ap = sh->ap + (size_t)w->id * sh->a_stride;
+    const int64_t nkb = ceil_div(op->k, sh->kc);
+
+    for (int64_t slab0 = 0; slab0 < op->n; slab0 += sh->slab_w) {
+        const int64_t slab_w = min_i64(sh->slab_w, op->n - slab0);
+        const int64_t ngroups = ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
+        const int64_t npack = nkb * ngroups;
+        int64_t it;
+        while ((it = atomic_fetch_add(&sh->next_pack, 1)) < npack) {
+            const int64_t pc = it / ngroups * sh->kc, g = it % ngroups;
+            const int64_t kc = min_i64(sh->kc, op->k - pc);
+            const int64_t jp = g * RK_PACK_GROUP * nr;
+            const int64_t cols = min_i64(RK_PACK_GROUP * nr, slab_w - jp);
+            pack_b(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
+        }
+        barrier_wait(&sh->bar, NULL);
+        const int64_t nunits = ceil_div(op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
+        while ((it = atomic_fetch_add(&sh->next_unit, 1)) < nunits)
+            gemm_unit(sh, ap, slab0, slab_w, it);
+        /* the slab buffer is reused by the next slab: everyone must be done */
+        barrier_wait(&sh->bar, sh);
+    }
+    return NULL;
 }
 
 /* Rebalances a block size so the last block is not tiny, e.g. K = 576 with a
@@ -511,10 +577,15 @@ static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
     return ceil_div(b, unit) * unit;
 }
 
-static int gemm_run(gemm_op *op)
+/* Shared packed-B budget; beyond it B is processed in column slabs. */
+#define RK_SLAB_BYTES ((int64_t)16 << 20)
+#define RK_MIN_SLAB_COLS 256
+
+static int gemm_run(const gemm_op *op)
 {
     const ukr_desc *u = op->u;
     const int64_t M = op->m, N = op->n, K = op->k;
+    const int mr = u->mr, nr = u->nr;
     if (M <= 0 || N <= 0)
         return 0;
     if (K <= 0) {
@@ -524,67 +595,91 @@ static int gemm_run(gemm_op *op)
         return 0;
     }
 
-    /* Thread grid tm x tn over C. Cost model in "multiply-adds": padded tile
-       compute plus re-packing of A and B by each thread (packing a float costs
-       roughly as much as a few dozen FMAs at micro-kernel speed). */
+    gemm_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.op = op;
+    sh.kc = balanced_block(K, u->kc, 4);
+
+    /* Slab width: all of N when the packed copy fits the budget, else as many
+       columns as fit, but never so few that A gets re-packed too often. */
+    int64_t slab_w = ceil_div(N, nr) * nr;
+    if (slab_w * K * (int64_t)sizeof(float) > RK_SLAB_BYTES) {
+        slab_w = RK_SLAB_BYTES / ((int64_t)sizeof(float) * K) / nr * nr;
+        slab_w = max_i64(slab_w, ceil_div(RK_MIN_SLAB_COLS, nr) * nr);
+        slab_w = balanced_block(N, slab_w, nr);
+    }
+    sh.slab_w = slab_w;
+    sh.slab_wp = ceil_div(min_i64(slab_w, N), nr) * nr;
+
     double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = threads_for(flops, 2e6);
-    int best_tm = 1, best_tn = 1;
-    if (nt > 1) {
-        double best = -1.0;
-        for (int tm = 1; tm <= nt; tm++) {
-            if (nt % tm)
-                continue;
-            int tn = nt / tm;
-            if (ceil_div(M, u->mr) < tm || ceil_div(N, u->nr) < tn)
-                continue;
-            double rows = (double)(ceil_div(ceil_div(M, u->mr), tm) * u->mr);
-            double cols = (double)(ceil_div(ceil_div(N, u->nr), tn) * u->nr);
-            double cost = rows * cols + 24.0 * (rows * ceil_div((int64_t)cols, u->nc) + cols);
-            if (best < 0 || cost < best) {
-                best = cost;
-                best_tm = tm;
-                best_tn = tn;
-            }
-        }
-        if (best < 0) {
-            /* too few panels for an exact grid: split the longer side only */
-            if (ceil_div(M, u->mr) >= ceil_div(N, u->nr))
-                best_tm = (int)min_i64(nt, ceil_div(M, u->mr));
-            else
-                best_tn = (int)min_i64(nt, ceil_div(N, u->nr));
-        }
+
+    /* Units: start from the cache-sized block and shrink until every thread
+       can claim several, so late finishers are absorbed by the others. */
+    int64_t w_eff = min_i64(slab_w, N);
+    sh.mcu = balanced_block(M, u->mc, mr);
+    sh.nu = balanced_block(w_eff, u->nc, nr);
+    while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < 4 * (int64_t)nt) {
+        if (sh.mcu > 4 * mr && (sh.mcu >= sh.nu || sh.nu <= 4 * nr))
+            sh.mcu = balanced_block(M, ceil_div(sh.mcu, 2 * mr) * mr, mr);
+        else if (sh.nu > 4 * nr)
+            sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
+        else
+            break;
     }
-    nt = best_tm * best_tn;
+    int64_t nunits = ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu);
+    if (nt > nunits)
+        nt = (int)nunits;
 
-    int64_t tile_m = ceil_div(ceil_div(M, u->mr), best_tm) * u->mr;
-    int64_t tile_n = ceil_div(ceil_div(N, u->nr), best_tn) * u->nr;
-    op->kc = balanced_block(K, u->kc, 4);
-    op->mc = balanced_block(tile_m, u->mc, u->mr);
-    op->nc = balanced_block(tile_n, u->nc, u->nr);
-
-    size_t a_elems = (size_t)(op->mc * op->kc);
-    size_t b_elems = (size_t)(op->nc * op->kc);
-    /* round each buffer to a cache line so every one starts aligned */
-    a_elems = (a_elems + 15) / 16 * 16;
-    b_elems = (b_elems + 15) / 16 * 16;
-    float *scratch = (float *)alloc_aligned((a_elems + b_elems) * (size_t)nt * sizeof(float));
+    sh.a_stride = (size_t)(ceil_div(sh.mcu * sh.kc, 16) * 16); /* keep each buffer 64-byte aligned */
+    size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
+    float *scratch = (float *)alloc_aligned((b_elems + sh.a_stride * (size_t)nt) * sizeof(float));
     if (!scratch)
         return 1;
+    sh.bp = scratch;
+    sh.ap = scratch + b_elems;
+    atomic_init(&sh.next_pack, 0);
+    atomic_init(&sh.next_unit, 0);
 
-    gemm_task tasks[RK_MAX_THREADS];
-    for (int i = 0; i < nt; i++) {
-        int im = i / best_tn, in = i % best_tn;
-        tasks[i].op = op;
-        split_range(M, u->mr, best_tm, im, &tasks[i].m0, &tasks[i].m1);
-        split_range(N, u->nr, best_tn, in, &tasks[i].n0, &tasks[i].n1);
-        tasks[i].ap = scratch + (size_t)i * (a_elems + b_elems);
-        tasks[i].bp = tasks[i].ap + a_elems;
+    gemm_worker workers[RK_MAX_THREADS];
+    pthread_t tid[RK_MAX_THREADS];
+    int started = 0;
+    if (nt > 1) {
+        if (pthread_mutex_init(&sh.bar.mu, NULL) != 0) {
+            nt = 1;
+        } else if (pthread_cond_init(&sh.bar.cv, NULL) != 0) {
+            pthread_mutex_destroy(&sh.bar.mu);
+            nt = 1;
+        }
     }
-    if (nt == 1)
-        gemm_task_run(&tasks[0]);
-    else
-        run_tasks(gemm_task_run, tasks, sizeof(gemm_task), nt);
+    if (nt > 1) {
+        sh.bar.total = INT32_MAX;
+        for (int i = 1; i < nt; i++) {
+            workers[started + 1].sh = &sh;
+            workers[started + 1].id = started + 1;
+            if (pthread_create(&tid[started + 1], NULL, gemm_worker_run, &workers[started + 1]) == 0)
+                started++;
+        }
+        /* Threads that could not be created simply do not take part: the
+           work is claimed dynamically, so fewer participants stay correct. */
+        pthread_mutex_lock(&sh.bar.mu);
+        sh.bar.total = started + 1;
+        pthread_mutex_unlock(&sh.bar.mu);
+        workers[0].sh = &sh;
+        workers[0].id = 0;
+        gemm_worker_run(&workers[0]);
+        for (int i = 1; i <= started; i++)
+            pthread_join(tid[i], NULL);
+        pthread_cond_destroy(&sh.bar.cv);
+        pthread_mutex_destroy(&sh.bar.mu);
+    } else {
+        pthread_mutex_t *unused = NULL;
+        (void)unused;
+        sh.bar.total = 1;
+        workers[0].sh = &sh;
+        workers[0].id = 0;
+        gemm_worker_run(&workers[0]);
+    }
     free(scratch);
     return 0;
 }

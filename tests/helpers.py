@@ -1,0 +1,35 @@
+"""Helpers for building backend directories in tests."""
+import os
+import shutil
+
+import loader
+import mock_backends
+import reference_backend
+
+
+def install(source, directory, name=None):
+    """Copy a shared object into ``directory`` (under ``name``); returns the new path."""
+    target = os.path.join(str(directory), name or os.path.basename(source))
+    shutil.copyfile(source, target)
+    return target
+
+
+def install_mock(stem, directory, name=None):
+    return install(mock_backends.path(stem), directory, name)
+
+
+def install_reference(directory, name=None):
+    return install(reference_backend.LIBRARY_PATH, directory, name)
+
+
+def entry_for(report, file):
+    """The report entry whose file is ``file`` (as found)."""
+    matches = [e for e in report["entries"] if e["file"] == str(file)]
+    assert len(matches) == 1, f"{file} appears {len(matches)} times in the report"
+    return matches[0]
+
+
+def scan(directory):
+    """Scan one directory as a Runtime does; returns the report."""
+    with loader.Runtime(dynamic_backends_path=str(directory)) as runtime:
+        return runtime.report

@@ -1,0 +1,174 @@
+"""Contract section 3: which directories are scanned, in which order, and why others are not."""
+import logging
+import os
+import pathlib
+
+import pytest
+
+import loader
+import reference_backend
+from loader import paths as search_paths
+from helpers import install_mock
+
+VAR = loader.ENVIRONMENT_VARIABLE
+
+
+@pytest.fixture
+def dirs(tmp_path):
+    """Three directories A, B, C and a regular file F."""
+    made = {}
+    for name in "ABC":
+        made[name] = tmp_path / name
+        made[name].mkdir()
+    made["F"] = tmp_path / "file"
+    made["F"].write_text("not a directory")
+    return {k: str(v) for k, v in made.items()}
+
+
+def reasons(override=None):
+    return [(p.path, p.reason) for p in search_paths.resolve_search_paths(override)]
+
+
+# -- the environment list ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("template, expected", [
+    ("{A}", ["{A}"]),
+    ("{A}:{B}", ["{A}", "{B}"]),
+    ("{B}:{A}", ["{B}", "{A}"]),                     # order is kept
+    ("{A}:{B}:{C}", ["{A}", "{B}", "{C}"]),
+    ("{A}::{B}", ["{A}", "{B}"]),                   # empty entries are dropped
+    (":{A}:", ["{A}"]),
+    ("::::", []),
+    ("{A}:{A}", ["{A}"]),                           # scanned once
+    ("{A}:{A}/:{A}/.", ["{A}"]),                    # same canonical directory
+    ("{A}:/does/not/exist:{B}", ["{A}", "{B}"]),    # invalid paths are dropped, others kept
+    ("{F}:{A}", ["{A}"]),                           # a file is not a directory
+    ("relative/dir:{A}", ["{A}"]),
+])
+def test_environment_list(monkeypatch, dirs, template, expected):
+    monkeypatch.setenv(VAR, template.format(**dirs))
+    assert loader.get_backend_paths() == [e.format(**dirs) for e in expected]
+
+
+def test_environment_set_but_empty_disables_dynamic_loading(monkeypatch):
+    monkeypatch.setenv(VAR, "")
+    assert loader.get_backend_paths() == []
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == []
+        assert runtime.report["search_paths"] == []
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda d: "/does/not/exist", "not-found"),
+    (lambda d: d["F"], "not-a-directory"),
+    (lambda d: d["F"] + "/below-a-file", "not-found"),
+    (lambda d: d["A"] + "\x00nul", "not-found"),
+])
+def test_each_invalid_path_carries_its_reason(monkeypatch, dirs, make, reason):
+    path = make(dirs)
+    if "\x00" in path:
+        # The environment cannot hold a NUL; the override can.
+        assert reasons(path) == [(path, reason)]
+    else:
+        monkeypatch.setenv(VAR, f"{path}:{dirs['A']}")
+        assert reasons() == [(path, reason), (dirs["A"], None)]
+
+
+def test_relative_paths_are_refused_even_when_they_exist(monkeypatch, tmp_path):
+    (tmp_path / "rel").mkdir()
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv(VAR, "rel")
+    assert reasons() == [("rel", "not-absolute")]
+
+
+def test_a_link_to_a_listed_directory_is_a_duplicate(monkeypatch, dirs, tmp_path):
+    os.symlink(dirs["A"], tmp_path / "link")
+    monkeypatch.setenv(VAR, f"{dirs['A']}:{tmp_path / 'link'}")
+    assert reasons() == [(dirs["A"], None), (str(tmp_path / "link"), "duplicate-path")]
+
+
+def test_each_dropped_path_is_logged_with_its_reason(monkeypatch, caplog, dirs):
+    monkeypatch.setenv(VAR, f"/does/not/exist:{dirs['F']}")
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        loader.get_backend_paths()
+    messages = [r.getMessage() for r in caplog.records]
+    assert any("/does/not/exist" in m and "not-found" in m for m in messages)
+    assert any(dirs["F"] in m and "not-a-directory" in m for m in messages)
+
+
+# -- the override -------------------------------------------------------------------------------
+
+def test_the_override_is_one_path_never_split(tmp_path):
+    colon = tmp_path / "with:colon"
+    colon.mkdir()
+    assert loader.get_backend_paths(str(colon)) == [str(colon)]
+    assert reasons(f"{tmp_path}:{tmp_path}") == [(f"{tmp_path}:{tmp_path}", "not-found")]
+
+
+@pytest.mark.parametrize("bad", ["", "/does/not/exist", "relative"])
+def test_an_invalid_override_loads_nothing_and_does_not_fall_back(monkeypatch, dirs, bad):
+    install_mock("alpha", dirs["A"])
+    monkeypatch.setenv(VAR, dirs["A"])
+    assert loader.get_backend_paths(bad) == []
+    with loader.Runtime(dynamic_backends_path=bad) as runtime:
+        assert runtime.backend_ids == []
+        [path] = runtime.report["search_paths"]
+        assert path["path"] == bad and path["valid"] is False
+        assert path["reason"] in ("empty", "not-found", "not-absolute")
+
+
+def test_an_empty_override_is_reported_as_empty():
+    assert reasons("") == [("", "empty")]
+
+
+def test_the_override_accepts_path_like_objects(dirs):
+    assert loader.get_backend_paths(pathlib.Path(dirs["A"])) == [dirs["A"]]
+
+
+@pytest.mark.parametrize("bad", [1, 2.5, ["/tmp"], object()])
+def test_an_override_of_the_wrong_type_is_a_type_error(bad):
+    with pytest.raises(loader.InvalidSearchPathError) as raised:
+        loader.Runtime(dynamic_backends_path=bad)
+    assert isinstance(raised.value, TypeError) and isinstance(raised.value, loader.BackendError)
+
+
+# -- precedence ---------------------------------------------------------------------------------
+
+def test_compiled_in_list_defaults_to_the_reference_backend_directory():
+    assert loader.get_backend_paths() == [reference_backend.LIBRARY_DIR]
+    with loader.Runtime() as runtime:
+        assert reference_backend.BACKEND_ID in runtime.backend_ids
+
+
+def test_environment_replaces_the_compiled_in_list(monkeypatch, dirs):
+    install_mock("alpha", dirs["A"])
+    monkeypatch.setenv(VAR, dirs["A"])
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == ["MockAlpha"]
+
+
+def test_override_replaces_environment_and_compiled_in_list(monkeypatch, dirs):
+    install_mock("alpha", dirs["A"])
+    install_mock("beta", dirs["B"])
+    monkeypatch.setenv(VAR, dirs["A"])
+    with loader.Runtime(dynamic_backends_path=dirs["B"]) as runtime:
+        assert runtime.backend_ids == ["MockBeta"]
+    assert loader.get_backend_paths(dirs["B"]) == [dirs["B"]]
+
+
+def test_secure_execution_ignores_the_environment(monkeypatch, caplog, dirs):
+    install_mock("alpha", dirs["A"])
+    monkeypatch.setenv(VAR, dirs["A"])
+    monkeypatch.setattr(search_paths, "_force_secure_execution", True)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with loader.Runtime() as runtime:
+            assert "MockAlpha" not in runtime.backend_ids
+            assert reference_backend.BACKEND_ID in runtime.backend_ids
+            ignored = runtime.report["search_paths"][0]
+    assert ignored == {"path": dirs["A"], "valid": False, "reason": "ignored-secure-execution",
+                       "detail": ignored["detail"]}
+    assert any("ignored-secure-execution" in r.getMessage() for r in caplog.records)
+
+
+def test_this_test_process_is_not_in_secure_execution():
+    assert loader._core.is_secure_execution() is False
