@@ -53,8 +53,10 @@ static void *alloc_aligned(size_t bytes)
 /*
  * A micro-kernel computes one MR x NR tile of C from a packed A micro-panel
  * (kc steps of MR contiguous values) and a packed B micro-panel (kc steps of
- * NR contiguous values). It either accumulates into C, or (first K block)
- * starts from the bias row (NR values, or NULL for zero) and overwrites C.
+ * NR contiguous values). The products are summed from zero in registers and
+ * then added either to C (later K blocks) or to the bias row (first K block;
+ * NR values, or NULL for zero). Starting from zero rather than from C keeps
+ * the prologue free of loads, so the accumulators never spill.
  * Full tiles only: the driver routes edge tiles through a local buffer.
  */
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
@@ -63,7 +65,7 @@ typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int
 typedef struct ukr_desc {
     ukr_fn fn;
     int mr, nr;
-    int64_t mc, kc, nc; /* cache blocking: A block mc x kc, B block kc x nc */
+    int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
 } ukr_desc;
 
 #define RK_MAX_MR 14
@@ -74,10 +76,7 @@ typedef struct ukr_desc {
 static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                             const float *bias, int accumulate)
 {
-    float acc[4][8];
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 8; j++)
-            acc[i][j] = accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f);
+    float acc[4][8] = { { 0 } };
     for (int64_t k = 0; k < kc; k++) {
         for (int i = 0; i < 4; i++) {
             float ai = a[i];
@@ -89,7 +88,7 @@ static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c
     }
     for (int i = 0; i < 4; i++)
         for (int j = 0; j < 8; j++)
-            c[i * ldc + j] = acc[i][j];
+            c[i * ldc + j] = acc[i][j] + (accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f));
 }
 
 #if defined(RK_X86)
@@ -100,19 +99,8 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
                           const float *bias, int accumulate)
 {
     __m256 c0[6], c1[6];
-    if (accumulate) {
-        for (int i = 0; i < 6; i++) {
-            c0[i] = _mm256_loadu_ps(c + i * ldc);
-            c1[i] = _mm256_loadu_ps(c + i * ldc + 8);
-        }
-    } else {
-        __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-        __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-        for (int i = 0; i < 6; i++) {
-            c0[i] = b0;
-            c1[i] = b1;
-        }
-    }
+    for (int i = 0; i < 6; i++)
+        c0[i] = c1[i] = _mm256_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
         __m256 b0 = _mm256_loadu_ps(b);
         __m256 b1 = _mm256_loadu_ps(b + 8);
@@ -125,9 +113,18 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
         a += 6;
         b += 16;
     }
-    for (int i = 0; i < 6; i++) {
-        _mm256_storeu_ps(c + i * ldc, c0[i]);
-        _mm256_storeu_ps(c + i * ldc + 8, c1[i]);
+    if (accumulate) {
+        for (int i = 0; i < 6; i++) {
+            _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(c0[i], _mm256_loadu_ps(c + i * ldc)));
+            _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(c1[i], _mm256_loadu_ps(c + i * ldc + 8)));
+        }
+    } else {
+        __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+        __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+        for (int i = 0; i < 6; i++) {
+            _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(c0[i], b0));
+            _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(c1[i], b1));
+        }
     }
 }
 #endif
@@ -141,19 +138,8 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
                              const float *bias, int accumulate)
 {
     __m512 c0[14], c1[14];
-    if (accumulate) {
-        for (int i = 0; i < 14; i++) {
-            c0[i] = _mm512_loadu_ps(c + i * ldc);
-            c1[i] = _mm512_loadu_ps(c + i * ldc + 16);
-        }
-    } else {
-        __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-        __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-        for (int i = 0; i < 14; i++) {
-            c0[i] = b0;
-            c1[i] = b1;
-        }
-    }
+    for (int i = 0; i < 14; i++)
+        c0[i] = c1[i] = _mm512_setzero_ps();
     for (int64_t k = 0; k < kc; k++) {
         __m512 b0 = _mm512_loadu_ps(b);
         __m512 b1 = _mm512_loadu_ps(b + 16);
@@ -166,21 +152,32 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
         a += 14;
         b += 32;
     }
-    for (int i = 0; i < 14; i++) {
-        _mm512_storeu_ps(c + i * ldc, c0[i]);
-        _mm512_storeu_ps(c + i * ldc + 16, c1[i]);
+    if (accumulate) {
+        for (int i = 0; i < 14; i++) {
+            _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(c0[i], _mm512_loadu_ps(c + i * ldc)));
+            _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(c1[i], _mm512_loadu_ps(c + i * ldc + 16)));
+        }
+    } else {
+        __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+        __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+        for (int i = 0; i < 14; i++) {
+            _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(c0[i], b0));
+            _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(c1[i], b1));
+        }
     }
 }
 #endif
 
-/* Blocking: kc*nr*4 bytes of B panel are re-read for every A micro-panel, so
-   they should stay in L1/L2; mc*kc*4 bytes of A stay in L2; kc*nc*4 of B in L3. */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 1024 };
+/* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
+   micro-panel of a unit, so it should stay in L1/L2; the packed A block
+   (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
+   the nominal unit width (columns of C per work unit). */
+static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 512 };
 #if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 2048 };
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 512 };
 #endif
 #if defined(RK_X86_AVX512)
-static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 2048 };
+static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 512 };
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -458,6 +455,7 @@ typedef struct gemm_shared {
     float *ap;          /* per-thread A buffers, a_stride floats each */
     size_t a_stride;
     atomic_llong next_pack, next_unit;
+    int single;         /* one participant: the barrier is a no-op */
     rk_barrier bar;
 } gemm_shared;
 
@@ -469,8 +467,15 @@ typedef struct gemm_worker {
 /* The total is only known after the threads are created; it is set by the
    calling thread (itself a participant) before it does any work, so the last
    thread to arrive always sees the final total. */
-static void barrier_wait(rk_barrier *b, gemm_shared *reset)
+static void barrier_wait(rk_barrier *b, gemm_shared *reset, int single)
 {
+    if (single) {
+        if (reset) {
+            atomic_store(&reset->next_pack, 0);
+            atomic_store(&reset->next_unit, 0);
+        }
+        return;
+    }
     pthread_mutex_lock(&b->mu);
     unsigned gen = b->gen;
     if (++b->waiting == b->total) {
@@ -558,12 +563,12 @@ static void *gemm_worker_run(void *arg)
             const int64_t cols = min_i64(RK_PACK_GROUP * nr, slab_w - jp);
             pack_b(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
         }
-        barrier_wait(&sh->bar, NULL);
+        barrier_wait(&sh->bar, NULL, sh->single);
         const int64_t nunits = ceil_div(op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
         while ((it = atomic_fetch_add(&sh->next_unit, 1)) < nunits)
             gemm_unit(sh, ap, slab0, slab_w, it);
         /* the slab buffer is reused by the next slab: everyone must be done */
-        barrier_wait(&sh->bar, sh);
+        barrier_wait(&sh->bar, sh, sh->single);
     }
     return NULL;
 }
@@ -673,9 +678,7 @@ static int gemm_run(const gemm_op *op)
         pthread_cond_destroy(&sh.bar.cv);
         pthread_mutex_destroy(&sh.bar.mu);
     } else {
-        pthread_mutex_t *unused = NULL;
-        (void)unused;
-        sh.bar.total = 1;
+        sh.single = 1;
         workers[0].sh = &sh;
         workers[0].id = 0;
         gemm_worker_run(&workers[0]);

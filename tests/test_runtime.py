@@ -1,0 +1,211 @@
+"""Contract sections 5.6-5.8 and 8: registration, independent runtimes and lifetimes."""
+import gc
+import json
+import logging
+import os
+import subprocess
+import sys
+import threading
+
+import pytest
+
+import loader
+import mock_backends
+import reference_backend
+from helpers import install, install_mock, install_reference
+
+
+def mapped(path):
+    """Whether ``path`` is mapped into this process."""
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip("\n").endswith(" " + path) for line in f)
+
+
+@pytest.fixture
+def reference_dir(backend_dir):
+    install_reference(backend_dir)
+    return backend_dir
+
+
+def test_a_fresh_install_registers_the_reference_backend():
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == [reference_backend.BACKEND_ID]
+        backend = runtime.create_backend("CpuRef")
+        assert backend.id == "CpuRef"
+        assert backend.version == loader.BACKEND_API_VERSION
+        assert backend.file == os.path.realpath(reference_backend.LIBRARY_PATH)
+
+
+def test_registration_follows_scan_order_across_paths(monkeypatch, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    first.mkdir(), second.mkdir()
+    install_mock("beta", first, "Z_Beta_backend.so")
+    install_mock("alpha", second, "A_Alpha_backend.so")
+    install_reference(second, "M_Ref_backend.so")
+    monkeypatch.setenv(loader.ENVIRONMENT_VARIABLE, f"{first}:{second}")
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == ["MockBeta", "MockAlpha", "CpuRef"]
+
+
+def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
+    for name, path in mock_backends.available().items():
+        install(path, backend_dir, name)
+    install_reference(backend_dir)
+    (backend_dir / "Junk_Text_backend.so").write_text("junk")
+    os.symlink("nowhere", backend_dir / "Junk_Dangling_backend.so")
+    os.mkfifo(backend_dir / "Junk_Fifo_backend.so")
+    (backend_dir / "README.md").write_text("not a backend")
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        assert sorted(runtime.backend_ids) == ["CpuRef", "MockAlpha", "MockBeta", "MockMinorOlder"]
+        for backend_id in runtime.backend_ids:
+            assert runtime.create_backend(backend_id).id == backend_id
+
+
+def test_two_runtimes_are_independent(reference_dir):
+    path = str(reference_dir / "Reference_CpuRef_backend.so")
+    first = loader.Runtime(dynamic_backends_path=str(reference_dir))
+    second = loader.Runtime(dynamic_backends_path=str(reference_dir))
+    assert first.backend_ids == second.backend_ids == ["CpuRef"]
+    first.close()
+    assert first.backend_ids == []
+    assert second.create_backend("CpuRef").id == "CpuRef"
+    assert mapped(path)
+    second.close()
+    gc.collect()
+    assert not mapped(path)
+
+
+def test_a_backend_outlives_its_runtime(reference_dir):
+    path = str(reference_dir / "Reference_CpuRef_backend.so")
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        backend = runtime.create_backend("CpuRef")
+    assert runtime.closed
+    assert mapped(path), "the library was unmapped under a live backend"
+    assert backend.id == "CpuRef" and not backend.closed
+    assert backend.version == loader.BACKEND_API_VERSION
+    del backend
+    gc.collect()
+    assert not mapped(path)
+
+
+def test_closing_a_backend_is_idempotent(reference_dir):
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        backend = runtime.create_backend("CpuRef")
+        backend.close()
+        backend.close()
+        assert backend.closed
+        with runtime.create_backend("CpuRef") as other:
+            assert not other.closed
+        assert other.closed
+
+
+def test_a_closed_runtime_creates_nothing(reference_dir):
+    runtime = loader.Runtime(dynamic_backends_path=str(reference_dir))
+    runtime.close()
+    runtime.close()
+    with pytest.raises(loader.RuntimeClosedError):
+        runtime.create_backend("CpuRef")
+
+
+def test_an_unknown_backend_is_a_key_error_naming_what_is_registered(reference_dir):
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        with pytest.raises(loader.BackendNotFoundError) as raised:
+            runtime.create_backend("NoSuchBackend")
+    assert isinstance(raised.value, KeyError) and isinstance(raised.value, loader.BackendError)
+    assert "NoSuchBackend" in str(raised.value) and "CpuRef" in str(raised.value)
+
+
+def test_asking_for_a_skipped_backend_says_why_it_was_skipped(backend_dir):
+    install_mock("alpha", backend_dir, "A_Alpha_backend.so")
+    install_mock("duplicate_of_alpha", backend_dir, "B_Dup_backend.so")
+    install_mock("major_too_new", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        with pytest.raises(loader.BackendNotFoundError, match="incompatible-version"):
+            runtime.create_backend("MockMajorTooNew")
+
+
+def test_each_skip_is_a_warning_and_each_registration_is_info(backend_dir, caplog):
+    install_mock("alpha", backend_dir)
+    install_mock("null_id", backend_dir)
+    (backend_dir / "notes.txt").write_text("x")
+    with caplog.at_level(logging.DEBUG, logger="loader"):
+        loader.Runtime(dynamic_backends_path=str(backend_dir)).close()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    infos = [r.getMessage() for r in caplog.records if r.levelno == logging.INFO]
+    assert len(warnings) == 1 and "invalid-backend-id" in warnings[0] and "NullId" in warnings[0]
+    assert len(infos) == 1 and "MockAlpha" in infos[0]
+
+
+def test_the_report_matches_the_scan_command(reference_dir):
+    install_mock("null_id", reference_dir)
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        report = runtime.report
+    result = subprocess.run(["backend-loader", "scan", "--path", str(reference_dir), "--json"],
+                            capture_output=True, text=True, check=True)
+    assert json.loads(result.stdout) == report
+    assert json.loads(json.dumps(report)) == report
+
+
+def test_the_report_has_the_contract_shape(reference_dir):
+    install_mock("null_id", reference_dir)
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        report = runtime.report
+    assert report["api_version"] == str(loader.BACKEND_API_VERSION)
+    assert report["search_paths"] == [
+        {"path": str(reference_dir), "valid": True, "reason": None, "detail": ""}]
+    assert report["registered"] == ["CpuRef"]
+    keys = {"file", "canonical", "status", "reason", "detail", "backend_id", "version"}
+    for entry in report["entries"]:
+        assert set(entry) >= keys
+        assert entry["status"] in ("registered", "skipped")
+        assert (entry["reason"] is None) == (entry["status"] == "registered")
+    registered = [e for e in report["entries"] if e["status"] == "registered"]
+    assert registered[0]["backend_id"] == "CpuRef"
+    assert registered[0]["version"] == str(loader.BACKEND_API_VERSION)
+
+
+def test_runtimes_in_many_threads(reference_dir):
+    install_mock("alpha", reference_dir)
+    errors, ids = [], []
+
+    def work():
+        try:
+            for _ in range(20):
+                with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+                    ids.append(tuple(runtime.backend_ids))
+                    runtime.create_backend("CpuRef").close()
+        except Exception as error:  # reported below
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert set(ids) == {("MockAlpha", "CpuRef")} and len(ids) == 160
+
+
+def test_one_backend_from_many_threads(reference_dir):
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        backends = []
+        lock = threading.Lock()
+
+        def work():
+            for _ in range(50):
+                backend = runtime.create_backend("CpuRef")
+                with lock:
+                    backends.append(backend)
+
+        threads = [threading.Thread(target=work) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(backends) == 200 and all(b.id == "CpuRef" for b in backends)
+
+
+def test_the_module_entry_point_runs_the_same_command(reference_dir):
+    result = subprocess.run([sys.executable, "-m", "loader", "scan", "--path", str(reference_dir)],
+                            capture_output=True, text=True, check=True)
+    assert "Reference_CpuRef_backend.so" in result.stdout and "registered" in result.stdout
