@@ -172,12 +172,12 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
    micro-panel of a unit, so it should stay in L1/L2; the packed A block
    (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
    the nominal unit width (columns of C per work unit). */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 512 };
+static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 4096 };
 #if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 512 };
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 4096 };
 #endif
 #if defined(RK_X86_AVX512)
-static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 512 };
+static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 4096 };
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -625,7 +625,8 @@ static int gemm_run(const gemm_op *op)
     sh.mcu = balanced_block(M, u->mc, mr);
     sh.nu = balanced_block(w_eff, u->nc, nr);
     while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < 4 * (int64_t)nt) {
-        if (sh.mcu > 4 * mr && (sh.mcu >= sh.nu || sh.nu <= 4 * nr))
+        /* prefer thinner row blocks: narrower units would re-pack A */
+        if (sh.mcu > 4 * mr)
             sh.mcu = balanced_block(M, ceil_div(sh.mcu, 2 * mr) * mr, mr);
         else if (sh.nu > 4 * nr)
             sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
