@@ -403,16 +403,21 @@ pack_b_impl(const float *src, int64_t rsb, int64_t csb, int64_t cols, int64_t kc
             }
         }
     } else {
-        /* Column-major source (transposed weights): walk each source row
-           contiguously; the strided writes land in a panel that fits in L1. */
-        for (int64_t j = 0; j < cols; j++) {
-            const float *s = src + j * csb;
-            for (int64_t k = 0; k < kc; k++)
-                dst[k * nr + j] = s[k * rsb];
+        /* Transposed source (e.g. [m, k] weights): go through the panel in
+           16-step slices of k so the nr source lines being read and the
+           16 x nr destination block both stay in L1. */
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const int64_t kn = min_i64(16, kc - k0);
+            float *d = dst + k0 * nr;
+            for (int64_t j = 0; j < cols; j++) {
+                const float *s = src + j * csb + k0 * rsb;
+                for (int64_t k = 0; k < kn; k++)
+                    d[k * nr + j] = s[k * rsb];
+            }
+            for (int64_t j = cols; j < nr; j++)
+                for (int64_t k = 0; k < kn; k++)
+                    d[k * nr + j] = 0.0f;
         }
-        for (int64_t j = cols; j < nr; j++)
-            for (int64_t k = 0; k < kc; k++)
-                dst[k * nr + j] = 0.0f;
     }
 }
 

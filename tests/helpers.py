@@ -33,3 +33,11 @@ def scan(directory):
     """Scan one directory as a Runtime does; returns the report."""
     with loader.Runtime(dynamic_backends_path=str(directory)) as runtime:
         return runtime.report
+
+
+def run_module(*args, env=None):
+    """``python -m loader ARGS`` in a child process, away from the source checkout."""
+    import subprocess
+    import sys
+    return subprocess.run([sys.executable, "-m", "loader", *args], capture_output=True, text=True,
+                          timeout=120, cwd="/", env=env)

@@ -1,13 +1,12 @@
 """Contract section 2: which directory entries are backend candidates."""
 import os
 import subprocess
-import sys
 
 import pytest
 import yaml
 
 import loader
-from helpers import scan
+from helpers import run_module, scan
 
 with open(os.path.join(os.path.dirname(__file__), "data", "filenames.yaml"), encoding="utf-8") as f:
     CASES = yaml.safe_load(f)
@@ -93,8 +92,7 @@ def test_path_like_names_are_accepted():
 
 def test_check_name_command_prints_a_verdict_per_name_and_fails_on_any_invalid():
     names = [case["name"] for case in CASES]
-    result = subprocess.run([sys.executable, "-m", "loader", "check-name", *names],
-                            capture_output=True, text=True, cwd="/")
+    result = run_module("check-name", *names)
     assert result.returncode == 1
     assert result.stdout.splitlines() == ["valid" if c["valid"] else "invalid" for c in CASES]
 

@@ -4,7 +4,6 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 import loader
 import mock_backends
 import reference_backend
-from helpers import entry_for, install, install_mock, install_reference, scan
+from helpers import entry_for, install, install_mock, run_module, scan
 
 # mock source stem -> the reason code its one defect must produce
 EXPECTED = {
@@ -169,9 +168,7 @@ def test_an_object_file_is_not_a_shared_object(backend_dir):
 # -- the whole mock directory through the command line ------------------------------------------
 
 def test_scanning_every_mock_at_once_reports_each_reason():
-    result = subprocess.run(
-        [sys.executable, "-m", "loader", "scan", "--path", mock_backends.LIBRARY_DIR, "--json"],
-        capture_output=True, text=True, timeout=60)
+    result = run_module("scan", "--path", mock_backends.LIBRARY_DIR, "--json")
     assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     by_name = {os.path.basename(e["file"]): e for e in report["entries"]}
@@ -198,9 +195,7 @@ def _end_of_segments(data):
 
 
 def _scan_in_child(directory):
-    result = subprocess.run(
-        [sys.executable, "-m", "loader", "scan", "--path", str(directory), "--json"],
-        capture_output=True, text=True, timeout=60)
+    result = run_module("scan", "--path", str(directory), "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
 

@@ -4,7 +4,6 @@ import json
 import logging
 import os
 import subprocess
-import sys
 import threading
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 import loader
 import mock_backends
 import reference_backend
-from helpers import install, install_mock, install_reference
+from helpers import install, install_mock, install_reference, run_module
 
 
 def mapped(path):
@@ -206,6 +205,6 @@ def test_one_backend_from_many_threads(reference_dir):
 
 
 def test_the_module_entry_point_runs_the_same_command(reference_dir):
-    result = subprocess.run([sys.executable, "-m", "loader", "scan", "--path", str(reference_dir)],
-                            capture_output=True, text=True, check=True)
+    result = run_module("scan", "--path", str(reference_dir))
+    assert result.returncode == 0, result.stderr
     assert "Reference_CpuRef_backend.so" in result.stdout and "registered" in result.stdout
