@@ -1,7 +1,11 @@
 """Contract section 4: discovery resolves, filters and de-duplicates without opening anything
 that is not a regular file, and no filesystem error escapes."""
+import json
 import os
+import pathlib
+import shutil
 import socket
+import tempfile
 
 import pytest
 
@@ -194,11 +198,62 @@ def test_get_shared_objects_returns_canonical_paths(tmp_path):
     assert loader.get_shared_objects([str(tmp_path / "alias")]) == [str(real / "Arm_X_backend.so")]
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads every directory")
-def test_an_unlistable_directory_is_dropped_not_raised(backend_dir):
-    (backend_dir / "Arm_X_backend.so").write_bytes(b"x")
-    backend_dir.chmod(0)
-    try:
-        assert loader.get_shared_objects([str(backend_dir)]) == []
-    finally:
-        backend_dir.chmod(0o755)
+def _scan_as_unprivileged(path):
+    """Scan ``path`` as a user that permissions apply to (root ignores them): a forked child
+    drops to ``nobody`` and sends the report back through a pipe."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        status = 1
+        try:
+            os.close(read_end)
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(65534)
+                os.setuid(65534)
+            with loader.Runtime(dynamic_backends_path=path) as runtime:
+                payload = json.dumps(runtime.report).encode()
+            while payload:
+                payload = payload[os.write(write_end, payload):]
+            status = 0
+        finally:
+            os._exit(status)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as pipe:
+        payload = pipe.read()
+    _, status = os.waitpid(pid, 0)
+    assert status == 0, "the unprivileged scan failed"
+    return json.loads(payload)
+
+
+@pytest.fixture
+def shared_dir():
+    """A directory other users can enter (pytest's own temporary directories are private)."""
+    path = tempfile.mkdtemp(prefix="dynamic-backends-")
+    os.chmod(path, 0o755)
+    yield pathlib.Path(path)
+    for root, dirs, _ in os.walk(path):
+        for d in dirs:
+            os.chmod(os.path.join(root, d), 0o755)
+    shutil.rmtree(path)
+
+
+def test_an_unlistable_search_path_is_dropped_not_raised(shared_dir):
+    locked = shared_dir / "locked"
+    locked.mkdir()
+    (locked / "Arm_X_backend.so").write_bytes(b"x")
+    locked.chmod(0)
+    report = _scan_as_unprivileged(str(locked))
+    assert report["search_paths"][0]["reason"] == "unreadable"
+    assert report["entries"] == []
+
+
+def test_a_link_into_a_locked_directory_is_unreadable(shared_dir):
+    locked, scanned = shared_dir / "locked", shared_dir / "scanned"
+    locked.mkdir(), scanned.mkdir()
+    (locked / "real.so").write_bytes(b"x")
+    os.symlink(str(locked / "real.so"), scanned / "Arm_Locked_backend.so")
+    locked.chmod(0)
+    report = _scan_as_unprivileged(str(scanned))
+    [entry] = report["entries"]
+    assert entry["reason"] == "unreadable" and "Permission denied" in entry["detail"]
