@@ -101,12 +101,12 @@ core = Extension(
     include_dirs=["abi"],
     libraries=["dl"],
     extra_compile_args=["-D_GNU_SOURCE"],
-    depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd"],
+    depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd", "loader/_backend.pxi", "loader/_features.pxi"],
 )
 
 reference = NativeLibrary(
     "reference_backend/backends/Reference_CpuRef_backend.so",
-    ["reference_backend/reference_backend.c"],
+    sorted(glob("reference_backend/*.c")),
     libraries=["m"],
     extra_link_args=["-pthread"],
     depends=["abi/backend_api.h"] + glob("reference_backend/*.h"),

@@ -51,10 +51,13 @@ extern "C" {
 
 /* The Backend API version this header describes. */
 #define BACKEND_API_VERSION_MAJOR 1
-#define BACKEND_API_VERSION_MINOR 0
+#define BACKEND_API_VERSION_MINOR 1
 
 /* Longest backend id a runtime accepts, in bytes, not counting the NUL. */
 #define BACKEND_ID_MAX_LENGTH 256
+
+/* Most dimensions a tensor may have. */
+#define BACKEND_MAX_DIMENSIONS 8
 
 /* Marks a symbol a backend exports to the runtime. */
 #if defined(__GNUC__)
@@ -68,17 +71,313 @@ extern "C" {
 #define BACKEND_STRUCT_SIZE_THROUGH(type, last_member) \
     (offsetof(type, last_member) + sizeof(((type *)0)->last_member))
 
+/* Whether the struct at `p` (whose first member is struct_size) is large
+   enough to contain `member`: the test a runtime makes before reading it. */
+#define BACKEND_STRUCT_HAS(type, p, member) \
+    ((p)->struct_size >= BACKEND_STRUCT_SIZE_THROUGH(type, member))
+
+/* ========================================================================
+ * Status codes and messages
+ *
+ * Every fallible function returns a BackendStatus and, on failure, writes a
+ * NUL-terminated, human-readable message into the caller's buffer
+ * (`message`, `message_size` bytes, truncated to fit; the buffer may be NULL
+ * when `message_size` is 0). On success the buffer is left alone.
+ * ======================================================================== */
+typedef int32_t BackendStatus;
+
+#define BACKEND_STATUS_OK               0 /* success */
+#define BACKEND_STATUS_INVALID_ARGUMENT 1 /* a shape, type, descriptor or buffer is wrong */
+#define BACKEND_STATUS_UNSUPPORTED      2 /* valid, but this backend does not do it */
+#define BACKEND_STATUS_OUT_OF_MEMORY    3 /* an allocation failed */
+#define BACKEND_STATUS_INVALID_STATE    4 /* called at the wrong time (e.g. release before acquire) */
+#define BACKEND_STATUS_INTERNAL_ERROR   5 /* anything else; the message says what */
+
+/* ========================================================================
+ * Tensors
+ *
+ * Data is dense and C-contiguous (row-major); images are NHWC.
+ * ======================================================================== */
+typedef uint32_t BackendDataType;
+
+#define BACKEND_DATA_TYPE_FLOAT32 0
+
+typedef struct BackendTensorInfo {
+    uint32_t struct_size;
+    BackendDataType data_type;
+    uint32_t num_dimensions;              /* 0 .. BACKEND_MAX_DIMENSIONS */
+    uint32_t reserved;                    /* zero */
+    int64_t dimensions[BACKEND_MAX_DIMENSIONS]; /* first num_dimensions used, each >= 1 */
+    /* Append new members at the end only. */
+} BackendTensorInfo;
+
+#define BACKEND_TENSOR_INFO_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendTensorInfo, dimensions)
+
+/* A buffer handed to a workload for one execution. Borrowed: valid only for
+   the duration of the call. */
+typedef struct BackendBuffer {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    void *data;                           /* borrowed; at least size_bytes long */
+    uint64_t size_bytes;
+    /* Append new members at the end only. */
+} BackendBuffer;
+
+#define BACKEND_BUFFER_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendBuffer, size_bytes)
+
+/* ========================================================================
+ * Layers and their descriptors
+ *
+ * A layer is described by its type, its input and output tensors and, for
+ * the types that have one, a descriptor struct (which starts with its size).
+ * ======================================================================== */
+typedef uint32_t BackendLayerType;
+
+#define BACKEND_LAYER_ACTIVATION               0 /* inputs: x; descriptor: BackendActivationDescriptor */
+#define BACKEND_LAYER_ADDITION                 1 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_MULTIPLICATION           2 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_FULLY_CONNECTED          3 /* inputs: x, w[, bias]; BackendFullyConnectedDescriptor */
+#define BACKEND_LAYER_CONVOLUTION2D            4 /* inputs: x, w[, bias]; BackendConvolution2dDescriptor */
+#define BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D  5 /* inputs: x, w[, bias]; BackendConvolution2dDescriptor */
+#define BACKEND_LAYER_POOLING2D                6 /* inputs: x; BackendPooling2dDescriptor */
+#define BACKEND_LAYER_SOFTMAX                  7 /* inputs: x; BackendSoftmaxDescriptor */
+#define BACKEND_LAYER_RESHAPE                  8 /* inputs: x; no descriptor (the output info is the shape) */
+#define BACKEND_LAYER_TYPE_COUNT               9
+
+#define BACKEND_ACTIVATION_RELU         0 /* max(0, x) */
+#define BACKEND_ACTIVATION_BOUNDED_RELU 1 /* min(a, max(b, x)) */
+#define BACKEND_ACTIVATION_SIGMOID      2
+#define BACKEND_ACTIVATION_TANH         3
+#define BACKEND_ACTIVATION_LEAKY_RELU   4 /* x > 0 ? x : a * x */
+
+typedef struct BackendActivationDescriptor {
+    uint32_t struct_size;
+    uint32_t function;                    /* BACKEND_ACTIVATION_* */
+    float a;
+    float b;
+    /* Append new members at the end only. */
+} BackendActivationDescriptor;
+
+typedef struct BackendFullyConnectedDescriptor {
+    uint32_t struct_size;
+    uint32_t transpose_weights;           /* 1: w is [M, K]; 0: w is [K, M] */
+    uint32_t bias_enabled;                /* 1: a third input, bias [M] */
+    /* Append new members at the end only. */
+} BackendFullyConnectedDescriptor;
+
+/* Used by Convolution2d (w [O, kH, kW, C]) and DepthwiseConvolution2d
+   (w [1, kH, kW, C * multiplier]). */
+typedef struct BackendConvolution2dDescriptor {
+    uint32_t struct_size;
+    uint32_t stride_y, stride_x;          /* >= 1 */
+    uint32_t pad_top, pad_bottom, pad_left, pad_right;
+    uint32_t dilation_y, dilation_x;      /* >= 1 */
+    uint32_t bias_enabled;                /* 1: a third input, bias [O] */
+    /* Append new members at the end only. */
+} BackendConvolution2dDescriptor;
+
+#define BACKEND_POOLING_MAX     0
+#define BACKEND_POOLING_AVERAGE 1         /* padding is excluded from the average */
+
+typedef struct BackendPooling2dDescriptor {
+    uint32_t struct_size;
+    uint32_t pool_type;                   /* BACKEND_POOLING_* */
+    uint32_t kernel_y, kernel_x;          /* >= 1 */
+    uint32_t stride_y, stride_x;          /* >= 1 */
+    uint32_t pad_top, pad_bottom, pad_left, pad_right; /* each < the kernel extent */
+    /* Append new members at the end only. */
+} BackendPooling2dDescriptor;
+
+typedef struct BackendSoftmaxDescriptor {
+    uint32_t struct_size;
+    float beta;                           /* over the last axis */
+    /* Append new members at the end only. */
+} BackendSoftmaxDescriptor;
+
+#define BACKEND_ACTIVATION_DESCRIPTOR_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendActivationDescriptor, b)
+#define BACKEND_FULLY_CONNECTED_DESCRIPTOR_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendFullyConnectedDescriptor, bias_enabled)
+#define BACKEND_CONVOLUTION2D_DESCRIPTOR_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendConvolution2dDescriptor, bias_enabled)
+#define BACKEND_POOLING2D_DESCRIPTOR_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendPooling2dDescriptor, pad_right)
+#define BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendSoftmaxDescriptor, beta)
+
+/* Everything a backend is told about one layer. Borrowed: every pointer is
+   valid only for the duration of the call it is passed to; a backend that
+   needs the information later copies it. */
+typedef struct BackendLayerDescription {
+    uint32_t struct_size;
+    BackendLayerType layer_type;          /* BACKEND_LAYER_* */
+    uint32_t num_inputs;
+    uint32_t num_outputs;
+    const BackendTensorInfo *inputs;      /* borrowed, num_inputs entries */
+    const BackendTensorInfo *outputs;     /* borrowed, num_outputs entries */
+    const void *descriptor;               /* borrowed; the layer's descriptor or NULL */
+    /* Append new members at the end only. */
+} BackendLayerDescription;
+
+#define BACKEND_LAYER_DESCRIPTION_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendLayerDescription, descriptor)
+
+/* ========================================================================
+ * Capabilities
+ *
+ * A constant list of name/value pairs (e.g. {"NonConstWeights", 1}). The
+ * array and its strings are owned by the backend and live as long as the
+ * library is loaded. Runtimes step through the array by struct_size.
+ * ======================================================================== */
+typedef struct BackendCapability {
+    uint32_t struct_size;
+    uint32_t value;                       /* 0 or 1 */
+    const char *name;                     /* printable ASCII, no spaces */
+    /* Append new members at the end only. */
+} BackendCapability;
+
+#define BACKEND_CAPABILITY_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendCapability, name)
+
+/* ========================================================================
+ * Custom memory allocator
+ *
+ * Offered by the runtime through use_custom_allocator(). Owned by the
+ * runtime, which keeps it valid until every object of the backend's that
+ * may allocate with it is destroyed.
+ * ======================================================================== */
+typedef struct BackendAllocator {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    void *user_data;                      /* passed back to every call */
+    /* Returns `size` bytes aligned to `alignment` (a power of two), or NULL. */
+    void *(*allocate)(void *user_data, size_t size, size_t alignment);
+    /* Releases what allocate() returned. */
+    void (*deallocate)(void *user_data, void *pointer);
+    /* Append new members at the end only. */
+} BackendAllocator;
+
+#define BACKEND_ALLOCATOR_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendAllocator, deallocate)
+
+/* ========================================================================
+ * Memory manager
+ *
+ * Optional. Created by the instance, handed to create_workload_factory().
+ * The runtime calls acquire() before it executes workloads and release()
+ * when it is done; calls are balanced. Owned by the runtime, released with
+ * destroy() after every workload factory created with it is destroyed. It
+ * stays valid after the instance that created it is destroyed.
+ * ======================================================================== */
+typedef struct BackendMemoryManager BackendMemoryManager;
+
+struct BackendMemoryManager {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    BackendStatus (*acquire)(BackendMemoryManager *self, char *message, size_t message_size);
+    BackendStatus (*release)(BackendMemoryManager *self, char *message, size_t message_size);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendMemoryManager *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_MEMORY_MANAGER_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendMemoryManager, destroy)
+
+/* ========================================================================
+ * Workload
+ *
+ * One layer, ready to run on buffers of the shapes it was created with.
+ * Owned by the runtime, released with destroy(). Stays valid after the
+ * factory and the instance that created it are destroyed. execute() may be
+ * called any number of times, but not concurrently on one workload.
+ * ======================================================================== */
+typedef struct BackendWorkload BackendWorkload;
+
+struct BackendWorkload {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* Reads the inputs and writes every output. Buffers are borrowed for the
+       call; their sizes are checked against the shapes the workload was
+       created with. */
+    BackendStatus (*execute)(BackendWorkload *self,
+                             const BackendBuffer *inputs, uint32_t num_inputs,
+                             const BackendBuffer *outputs, uint32_t num_outputs,
+                             char *message, size_t message_size);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendWorkload *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_WORKLOAD_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendWorkload, destroy)
+
+/* ========================================================================
+ * Workload factory
+ *
+ * Creates workloads. Owned by the runtime, released with destroy(); stays
+ * valid after the instance that created it is destroyed. Workloads it
+ * created stay valid after it is destroyed.
+ * ======================================================================== */
+typedef struct BackendWorkloadFactory BackendWorkloadFactory;
+
+struct BackendWorkloadFactory {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* A workload for `layer`, in *workload (out, owned by the caller). A
+       layer that is_layer_supported() accepts must be creatable. */
+    BackendStatus (*create_workload)(BackendWorkloadFactory *self,
+                                     const BackendLayerDescription *layer,
+                                     BackendWorkload **workload /* out */,
+                                     char *message, size_t message_size);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendWorkloadFactory *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_WORKLOAD_FACTORY_SIZE_1_1 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendWorkloadFactory, destroy)
+
+/* ========================================================================
+ * Backend context
+ *
+ * Optional. Created once per runtime, which holds it for its whole life and
+ * notifies it around loading and unloading each network. Owned by the
+ * runtime, released with destroy(); stays valid after the instance that
+ * created it is destroyed.
+ * ======================================================================== */
+typedef struct BackendContext BackendContext;
+
+struct BackendContext {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    BackendStatus (*before_load_network)(BackendContext *self, uint64_t network_id,
+                                         char *message, size_t message_size);
+    BackendStatus (*after_load_network)(BackendContext *self, uint64_t network_id,
+                                        char *message, size_t message_size);
+    BackendStatus (*before_unload_network)(BackendContext *self, uint64_t network_id,
+                                           char *message, size_t message_size);
+    BackendStatus (*after_unload_network)(BackendContext *self, uint64_t network_id,
+                                          char *message, size_t message_size);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendContext *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_CONTEXT_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendContext, destroy)
+
 /* ========================================================================
  * Backend instance
  *
  * What BackendFactory() returns. An instance is a light, stateless entry
  * point: the runtime may create and destroy instances at any time and
  * assumes nothing about how long one lives compared with the objects it
- * creates.
+ * creates. Memory managers, workload factories, workloads and contexts must
+ * stay valid after the instance that created them is destroyed.
  *
  * Ownership: the backend allocates the instance; the runtime owns it from the
  * moment BackendFactory() returns and releases it exactly once through
- * destroy(). The library stays loaded until every instance is destroyed.
+ * destroy(). The library stays loaded until every object is destroyed.
+ *
+ * Members after `destroy` are function pointers a runtime reads only when
+ * struct_size covers them (BACKEND_STRUCT_HAS). A NULL optional member means
+ * the feature is not implemented.
  * ======================================================================== */
 typedef struct BackendInstance BackendInstance;
 
@@ -102,10 +401,54 @@ struct BackendInstance {
        afterwards. Must not fail. Required (non-NULL). */
     void (*destroy)(BackendInstance *self);
 
+    /* ---- Backend API 1.1 ---- */
+
+    /* The backend's capabilities (out: a borrowed array of *count entries,
+       owned by the backend, constant while the library is loaded).
+       Required. */
+    BackendStatus (*get_capabilities)(const BackendInstance *self,
+                                      const BackendCapability **capabilities /* out */,
+                                      uint32_t *count /* out */);
+
+    /* Whether `layer` can run on this backend: BACKEND_STATUS_OK when it can;
+       BACKEND_STATUS_UNSUPPORTED (or INVALID_ARGUMENT) with the reason in
+       `message` when it cannot. Deterministic. Required. */
+    BackendStatus (*is_layer_supported)(const BackendInstance *self,
+                                        const BackendLayerDescription *layer,
+                                        char *message, size_t message_size);
+
+    /* A memory manager in *manager (out, owned by the caller). Optional: NULL
+       when the backend manages its own memory. */
+    BackendStatus (*create_memory_manager)(const BackendInstance *self,
+                                           BackendMemoryManager **manager /* out */,
+                                           char *message, size_t message_size);
+
+    /* A workload factory in *factory (out, owned by the caller).
+       `memory_manager` is NULL or one this backend created; borrowed, the
+       runtime keeps it alive until the factory and its workloads are
+       destroyed. Required. */
+    BackendStatus (*create_workload_factory)(const BackendInstance *self,
+                                             BackendMemoryManager *memory_manager,
+                                             BackendWorkloadFactory **factory /* out */,
+                                             char *message, size_t message_size);
+
+    /* A backend context in *context (out, owned by the caller; *context may
+       be set to NULL when the backend wants no notifications). Optional. */
+    BackendStatus (*create_backend_context)(const BackendInstance *self,
+                                            BackendContext **context /* out */,
+                                            char *message, size_t message_size);
+
+    /* Whether the backend will allocate its memory with `allocator` (OK) or
+       not (UNSUPPORTED). Optional: NULL means never. */
+    BackendStatus (*use_custom_allocator)(const BackendInstance *self,
+                                          const BackendAllocator *allocator,
+                                          char *message, size_t message_size);
+
     /* Append new members at the end only. */
 };
 
 #define BACKEND_INSTANCE_SIZE_1_0 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, destroy)
+#define BACKEND_INSTANCE_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, use_custom_allocator)
 
 /* ========================================================================
  * Entry points

@@ -1,6 +1,6 @@
 # Cython mirror of abi/backend_api.h: declarations only, named exactly as in
 # the header. Logic lives in loader/_core.pyx.
-from libc.stdint cimport uint32_t
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 
 
 cdef extern from "backend_api.h" nogil:
@@ -8,16 +8,187 @@ cdef extern from "backend_api.h" nogil:
         BACKEND_API_VERSION_MAJOR
         BACKEND_API_VERSION_MINOR
         BACKEND_ID_MAX_LENGTH
+        BACKEND_MAX_DIMENSIONS
+
+    ctypedef int32_t BackendStatus
+    enum:
+        BACKEND_STATUS_OK
+        BACKEND_STATUS_INVALID_ARGUMENT
+        BACKEND_STATUS_UNSUPPORTED
+        BACKEND_STATUS_OUT_OF_MEMORY
+        BACKEND_STATUS_INVALID_STATE
+        BACKEND_STATUS_INTERNAL_ERROR
+
+    ctypedef uint32_t BackendDataType
+    enum:
+        BACKEND_DATA_TYPE_FLOAT32
+
+    ctypedef struct BackendTensorInfo:
+        uint32_t struct_size
+        BackendDataType data_type
+        uint32_t num_dimensions
+        uint32_t reserved
+        int64_t dimensions[8]
+
+    ctypedef struct BackendBuffer:
+        uint32_t struct_size
+        uint32_t reserved
+        void *data
+        uint64_t size_bytes
+
+    ctypedef uint32_t BackendLayerType
+    enum:
+        BACKEND_LAYER_ACTIVATION
+        BACKEND_LAYER_ADDITION
+        BACKEND_LAYER_MULTIPLICATION
+        BACKEND_LAYER_FULLY_CONNECTED
+        BACKEND_LAYER_CONVOLUTION2D
+        BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D
+        BACKEND_LAYER_POOLING2D
+        BACKEND_LAYER_SOFTMAX
+        BACKEND_LAYER_RESHAPE
+        BACKEND_LAYER_TYPE_COUNT
+
+    enum:
+        BACKEND_ACTIVATION_RELU
+        BACKEND_ACTIVATION_BOUNDED_RELU
+        BACKEND_ACTIVATION_SIGMOID
+        BACKEND_ACTIVATION_TANH
+        BACKEND_ACTIVATION_LEAKY_RELU
+        BACKEND_POOLING_MAX
+        BACKEND_POOLING_AVERAGE
+
+    ctypedef struct BackendActivationDescriptor:
+        uint32_t struct_size
+        uint32_t function
+        float a
+        float b
+
+    ctypedef struct BackendFullyConnectedDescriptor:
+        uint32_t struct_size
+        uint32_t transpose_weights
+        uint32_t bias_enabled
+
+    ctypedef struct BackendConvolution2dDescriptor:
+        uint32_t struct_size
+        uint32_t stride_y, stride_x
+        uint32_t pad_top, pad_bottom, pad_left, pad_right
+        uint32_t dilation_y, dilation_x
+        uint32_t bias_enabled
+
+    ctypedef struct BackendPooling2dDescriptor:
+        uint32_t struct_size
+        uint32_t pool_type
+        uint32_t kernel_y, kernel_x
+        uint32_t stride_y, stride_x
+        uint32_t pad_top, pad_bottom, pad_left, pad_right
+
+    ctypedef struct BackendSoftmaxDescriptor:
+        uint32_t struct_size
+        float beta
+
+    ctypedef struct BackendLayerDescription:
+        uint32_t struct_size
+        BackendLayerType layer_type
+        uint32_t num_inputs
+        uint32_t num_outputs
+        const BackendTensorInfo *inputs
+        const BackendTensorInfo *outputs
+        const void *descriptor
+
+    ctypedef struct BackendCapability:
+        uint32_t struct_size
+        uint32_t value
+        const char *name
+
+    ctypedef struct BackendAllocator:
+        uint32_t struct_size
+        uint32_t reserved
+        void *user_data
+        void *(*allocate)(void *user_data, size_t size, size_t alignment) noexcept nogil
+        void (*deallocate)(void *user_data, void *pointer) noexcept nogil
+
+    cdef struct BackendMemoryManager:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*acquire)(BackendMemoryManager *self, char *message, size_t message_size) noexcept nogil
+        BackendStatus (*release)(BackendMemoryManager *self, char *message, size_t message_size) noexcept nogil
+        void (*destroy)(BackendMemoryManager *self) noexcept nogil
+
+    cdef struct BackendWorkload:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*execute)(BackendWorkload *self,
+                                 const BackendBuffer *inputs, uint32_t num_inputs,
+                                 const BackendBuffer *outputs, uint32_t num_outputs,
+                                 char *message, size_t message_size) noexcept nogil
+        void (*destroy)(BackendWorkload *self) noexcept nogil
+
+    cdef struct BackendWorkloadFactory:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*create_workload)(BackendWorkloadFactory *self,
+                                         const BackendLayerDescription *layer,
+                                         BackendWorkload **workload,
+                                         char *message, size_t message_size) noexcept nogil
+        void (*destroy)(BackendWorkloadFactory *self) noexcept nogil
+
+    cdef struct BackendContext:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*before_load_network)(BackendContext *self, uint64_t network_id,
+                                             char *message, size_t message_size) noexcept nogil
+        BackendStatus (*after_load_network)(BackendContext *self, uint64_t network_id,
+                                            char *message, size_t message_size) noexcept nogil
+        BackendStatus (*before_unload_network)(BackendContext *self, uint64_t network_id,
+                                               char *message, size_t message_size) noexcept nogil
+        BackendStatus (*after_unload_network)(BackendContext *self, uint64_t network_id,
+                                              char *message, size_t message_size) noexcept nogil
+        void (*destroy)(BackendContext *self) noexcept nogil
 
     cdef struct BackendInstance:
         uint32_t struct_size
         uint32_t api_major
         uint32_t api_minor
-        const char *(*get_id)(const BackendInstance *self)
-        void (*destroy)(BackendInstance *self)
+        const char *(*get_id)(const BackendInstance *self) noexcept nogil
+        void (*destroy)(BackendInstance *self) noexcept nogil
+        BackendStatus (*get_capabilities)(const BackendInstance *self,
+                                          const BackendCapability **capabilities,
+                                          uint32_t *count) noexcept nogil
+        BackendStatus (*is_layer_supported)(const BackendInstance *self,
+                                            const BackendLayerDescription *layer,
+                                            char *message, size_t message_size) noexcept nogil
+        BackendStatus (*create_memory_manager)(const BackendInstance *self,
+                                               BackendMemoryManager **manager,
+                                               char *message, size_t message_size) noexcept nogil
+        BackendStatus (*create_workload_factory)(const BackendInstance *self,
+                                                 BackendMemoryManager *memory_manager,
+                                                 BackendWorkloadFactory **factory,
+                                                 char *message, size_t message_size) noexcept nogil
+        BackendStatus (*create_backend_context)(const BackendInstance *self,
+                                                BackendContext **context,
+                                                char *message, size_t message_size) noexcept nogil
+        BackendStatus (*use_custom_allocator)(const BackendInstance *self,
+                                              const BackendAllocator *allocator,
+                                              char *message, size_t message_size) noexcept nogil
 
     const size_t BACKEND_INSTANCE_SIZE_1_0
+    const size_t BACKEND_INSTANCE_SIZE_1_1
+    const size_t BACKEND_TENSOR_INFO_SIZE_1_1
+    const size_t BACKEND_BUFFER_SIZE_1_1
+    const size_t BACKEND_LAYER_DESCRIPTION_SIZE_1_1
+    const size_t BACKEND_CAPABILITY_SIZE_1_1
+    const size_t BACKEND_ALLOCATOR_SIZE_1_1
+    const size_t BACKEND_MEMORY_MANAGER_SIZE_1_1
+    const size_t BACKEND_WORKLOAD_SIZE_1_1
+    const size_t BACKEND_WORKLOAD_FACTORY_SIZE_1_1
+    const size_t BACKEND_CONTEXT_SIZE_1_1
+    const size_t BACKEND_ACTIVATION_DESCRIPTOR_SIZE_1_1
+    const size_t BACKEND_FULLY_CONNECTED_DESCRIPTOR_SIZE_1_1
+    const size_t BACKEND_CONVOLUTION2D_DESCRIPTOR_SIZE_1_1
+    const size_t BACKEND_POOLING2D_DESCRIPTOR_SIZE_1_1
+    const size_t BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_1
 
-    ctypedef const char *(*GetBackendIdFunction)()
-    ctypedef void (*GetVersionFunction)(uint32_t *major, uint32_t *minor)
-    ctypedef void *(*BackendFactoryFunction)()
+    ctypedef const char *(*GetBackendIdFunction)() noexcept nogil
+    ctypedef void (*GetVersionFunction)(uint32_t *major, uint32_t *minor) noexcept nogil
+    ctypedef void *(*BackendFactoryFunction)() noexcept nogil

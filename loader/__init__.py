@@ -9,15 +9,36 @@
 """
 import os as _os
 
-from loader._core import Backend, Library, is_valid_backend_filename
+from loader._core import (
+    Backend,
+    BackendContext,
+    Capabilities,
+    LayerSupport,
+    Library,
+    MemoryManager,
+    Workload,
+    WorkloadFactory,
+    is_valid_backend_filename,
+)
 from loader.errors import (
     BackendCreationError,
     BackendError,
+    BackendInternalError,
     BackendNotFoundError,
+    BackendOutOfMemoryError,
+    BackendStatusError,
+    BackendUnsupportedError,
+    FeatureNotAvailableError,
+    InvalidArgumentError,
+    InvalidLayerError,
     InvalidSearchPathError,
+    InvalidStateError,
+    LayerNotSupportedError,
     LibraryClosedError,
     RuntimeClosedError,
+    UnknownLayerError,
 )
+from loader.layers import LAYERS
 from loader.loading import get_shared_objects
 from loader.paths import ENVIRONMENT_VARIABLE, get_backend_paths
 from loader.reasons import PathReason, Reason
@@ -35,18 +56,35 @@ def get_include() -> str:
 __all__ = [
     "BACKEND_API_VERSION",
     "ENVIRONMENT_VARIABLE",
+    "LAYERS",
     "Backend",
+    "BackendContext",
     "BackendCreationError",
     "BackendError",
+    "BackendInternalError",
     "BackendNotFoundError",
+    "BackendOutOfMemoryError",
+    "BackendStatusError",
+    "BackendUnsupportedError",
     "BackendVersion",
+    "Capabilities",
+    "FeatureNotAvailableError",
+    "InvalidArgumentError",
+    "InvalidLayerError",
     "InvalidSearchPathError",
+    "InvalidStateError",
+    "LayerNotSupportedError",
+    "LayerSupport",
     "Library",
     "LibraryClosedError",
+    "MemoryManager",
     "PathReason",
     "Reason",
     "Runtime",
     "RuntimeClosedError",
+    "UnknownLayerError",
+    "Workload",
+    "WorkloadFactory",
     "get_backend_paths",
     "get_include",
     "get_shared_objects",

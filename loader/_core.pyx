@@ -35,7 +35,7 @@ API_VERSION_MINOR = abi.BACKEND_API_VERSION_MINOR
 BACKEND_ID_MAX_LENGTH = abi.BACKEND_ID_MAX_LENGTH
 
 # Size of BackendInstance at each minor version of the current major, indexed by minor.
-cdef size_t[1] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0]
+cdef size_t[2] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0, abi.BACKEND_INSTANCE_SIZE_1_1]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -599,6 +599,9 @@ _MANGLED_ENTRY_POINTS = {
 }
 
 
+include "_features.pxi"
+
+
 cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
                            uint32_t major, uint32_t minor):
     """Why ``instance`` is not a well-formed instance of version major.minor, or None."""
@@ -618,6 +621,13 @@ cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
         return "destroy is NULL"
     if instance.get_id == NULL:
         return "get_id is NULL"
+    missing = []
+    for feature in FEATURES:
+        if (<Feature>feature).required and (<Feature>feature).covered(instance) \
+                and not (<Feature>feature).present(instance):
+            missing.append((<Feature>feature).member)
+    if missing:
+        return f"required function {', '.join(missing)} is NULL"
     instance_id = instance.get_id(instance)
     if instance_id == NULL:
         return "get_id returned NULL"
@@ -777,63 +787,7 @@ cdef void _destroy_instance(abi.BackendInstance *instance) noexcept:
         instance.destroy(instance)
 
 
-cdef class Backend:
-    """A live backend instance. Holds its library, so the library stays mapped for as long as
-    the instance lives, whatever happened to the runtime that loaded it."""
-    cdef abi.BackendInstance *_instance
-    cdef Library _library
-    cdef object _lock
-    cdef object __weakref__
-
-    def __cinit__(self):
-        self._lock = threading.Lock()
-
-    def __dealloc__(self):
-        cdef abi.BackendInstance *instance = self._instance
-        self._instance = NULL
-        _destroy_instance(instance)
-
-    def close(self):
-        """Destroy the instance now. Idempotent."""
-        cdef abi.BackendInstance *instance
-        with self._lock:
-            instance = self._instance
-            self._instance = NULL
-        _destroy_instance(instance)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    @property
-    def closed(self):
-        return self._instance == NULL
-
-    @property
-    def id(self):
-        """The backend id, as the instance reports it."""
-        return self._library.backend_id
-
-    @property
-    def version(self):
-        """The Backend API version the backend was built against."""
-        from loader.versions import BackendVersion
-        return BackendVersion(self._library.major, self._library.minor)
-
-    @property
-    def file(self):
-        """Canonical path of the shared object the backend came from."""
-        return self._library.path
-
-    @property
-    def library(self):
-        return self._library
-
-    def __repr__(self):
-        state = "closed" if self._instance == NULL else "live"
-        return f"<Backend {self.id!r} {self.version} from {self.file!r} {state}>"
+include "_backend.pxi"
 
 
 # ---------------------------------------------------------------------------------------------

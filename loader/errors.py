@@ -27,3 +27,53 @@ class LibraryClosedError(BackendError, RuntimeError):
 
 class InvalidSearchPathError(BackendError, TypeError):
     """A search path argument has the wrong type."""
+
+
+class InvalidLayerError(BackendError, ValueError):
+    """A layer call is malformed whatever the backend: a descriptor key or value, or input shapes
+    that do not fit together."""
+
+
+class UnknownLayerError(InvalidLayerError):
+    """No layer has that name."""
+
+
+class LayerNotSupportedError(BackendError):
+    """The backend said it cannot run this layer; the message carries its reason."""
+
+
+class FeatureNotAvailableError(BackendError, NotImplementedError):
+    """The backend does not implement an optional part of the Backend API, or was built against
+    a minor version that predates it."""
+
+
+class BackendStatusError(BackendError):
+    """A backend call failed; ``status`` is its BACKEND_STATUS_* code."""
+
+    status = None
+
+
+class InvalidArgumentError(BackendStatusError, ValueError):
+    status = 1
+
+
+class BackendUnsupportedError(BackendStatusError):
+    status = 2
+
+
+class BackendOutOfMemoryError(BackendStatusError, MemoryError):
+    status = 3
+
+
+class InvalidStateError(BackendStatusError, RuntimeError):
+    status = 4
+
+
+class BackendInternalError(BackendStatusError, RuntimeError):
+    status = 5
+
+
+#: BACKEND_STATUS_* code -> the exception it becomes.
+STATUS_ERRORS = {cls.status: cls for cls in (InvalidArgumentError, BackendUnsupportedError,
+                                             BackendOutOfMemoryError, InvalidStateError,
+                                             BackendInternalError)}

@@ -135,6 +135,7 @@ def load_candidate(entry: Entry) -> Optional["_core.Library"]:
         if problem is not None:
             entry.skip(Reason.FACTORY_FAILED, problem)
             return None
+        entry.detail = _core.skew_detail(entry.version.minor)  # features an older minor lacks
         accepted, library = library, None
         return accepted
     finally:

@@ -1,6 +1,15 @@
-/* Not a defect: reports the minor version before the runtime's (or the runtime's own when that
-   is 0, since no older minor exists). Contract 5.4 says it is compatible -> registered. */
-#include "backend_api.h"
+/* Not a defect: built against Backend API 1.0, an older minor version than the runtime's. Its
+   instance is the 1.0 struct (struct_size BACKEND_INSTANCE_SIZE_1_0, no 1.1 members).
+   Contract 5.4 says it is compatible -> registered, with the 1.1 features missing. */
 #define MOCK_BACKEND_ID "MockMinorOlder"
-#define MOCK_VERSION_MINOR (BACKEND_API_VERSION_MINOR > 0 ? BACKEND_API_VERSION_MINOR - 1 : 0)
+#define MOCK_VERSION_MINOR 0
+#define MOCK_NO_BACKEND_FACTORY
 #include "skeleton.h"
+
+BACKEND_EXPORT void *BackendFactory(void)
+{
+    BackendInstance *instance = mock_new_instance();
+    if (instance != NULL)
+        instance->struct_size = (uint32_t)BACKEND_INSTANCE_SIZE_1_0;
+    return instance;
+}

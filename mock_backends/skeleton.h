@@ -11,11 +11,13 @@
  *   MOCK_NO_GET_VERSION      file defines it differently, or leaves it out
  *   MOCK_NO_BACKEND_FACTORY
  *
- * mock_new_instance() returns a well-formed instance a mock may alter before returning it.
+ * mock_new_instance() returns a well-formed Backend API 1.1 instance (no capabilities, every
+ * layer refused) that a mock may alter before returning it.
  */
 #ifndef MOCK_BACKENDS_SKELETON_H
 #define MOCK_BACKENDS_SKELETON_H
 
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "backend_api.h"
@@ -29,6 +31,69 @@
 #ifndef MOCK_VERSION_MINOR
 #define MOCK_VERSION_MINOR BACKEND_API_VERSION_MINOR
 #endif
+
+/* The Backend API 1.1 members every backend must provide, as small as they can be: no
+   capabilities, no layers. */
+static BackendStatus mock_get_capabilities(const BackendInstance *self,
+                                           const BackendCapability **capabilities, uint32_t *count)
+{
+    (void)self;
+    *capabilities = NULL;
+    *count = 0;
+    return BACKEND_STATUS_OK;
+}
+
+static BackendStatus mock_refuse(char *message, size_t message_size)
+{
+    if (message != NULL && message_size > 0)
+        snprintf(message, message_size, "mock backends run no layers");
+    return BACKEND_STATUS_UNSUPPORTED;
+}
+
+static BackendStatus mock_is_layer_supported(const BackendInstance *self,
+                                             const BackendLayerDescription *layer,
+                                             char *message, size_t message_size)
+{
+    (void)self;
+    (void)layer;
+    return mock_refuse(message, message_size);
+}
+
+static BackendStatus mock_create_workload(BackendWorkloadFactory *self,
+                                          const BackendLayerDescription *layer,
+                                          BackendWorkload **workload, char *message,
+                                          size_t message_size)
+{
+    (void)self;
+    (void)layer;
+    *workload = NULL;
+    return mock_refuse(message, message_size);
+}
+
+static void mock_factory_destroy(BackendWorkloadFactory *self)
+{
+    free(self);
+}
+
+static BackendStatus mock_create_workload_factory(const BackendInstance *self,
+                                                  BackendMemoryManager *memory_manager,
+                                                  BackendWorkloadFactory **factory,
+                                                  char *message, size_t message_size)
+{
+    BackendWorkloadFactory *created = calloc(1, sizeof *created);
+    (void)self;
+    (void)memory_manager;
+    if (created == NULL) {
+        if (message != NULL && message_size > 0)
+            snprintf(message, message_size, "out of memory");
+        return BACKEND_STATUS_OUT_OF_MEMORY;
+    }
+    created->struct_size = (uint32_t)sizeof *created;
+    created->create_workload = mock_create_workload;
+    created->destroy = mock_factory_destroy;
+    *factory = created;
+    return BACKEND_STATUS_OK;
+}
 
 static const char *mock_instance_get_id(const BackendInstance *self)
 {
@@ -51,6 +116,9 @@ static BackendInstance *mock_new_instance(void)
     instance->api_minor = MOCK_VERSION_MINOR;
     instance->get_id = mock_instance_get_id;
     instance->destroy = mock_instance_destroy;
+    instance->get_capabilities = mock_get_capabilities;
+    instance->is_layer_supported = mock_is_layer_supported;
+    instance->create_workload_factory = mock_create_workload_factory;
     return instance;
 }
 

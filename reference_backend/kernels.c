@@ -17,7 +17,6 @@
  */
 #include "kernels.h"
 
-#include <math.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -91,6 +90,14 @@ static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c
             c[i * ldc + j] = acc[i][j] + (accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f));
 }
 
+/*
+ * The intrinsic kernels name every accumulator as its own variable (generated
+ * by the row macros below): with arrays, GCC keeps the accumulators in stack
+ * slots and stores them back on every k step.
+ */
+#define RK_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RK_ROWS14(X) RK_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
 #if defined(RK_X86)
 /* 6x16 uses 12 of the 16 ymm registers for accumulators, leaving room for the
    two B vectors and the broadcast A value. */
@@ -98,34 +105,38 @@ __attribute__((target("avx2,fma")))
 static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                           const float *bias, int accumulate)
 {
-    __m256 c0[6], c1[6];
-    for (int i = 0; i < 6; i++)
-        c0[i] = c1[i] = _mm256_setzero_ps();
+#define RK_DECL8(i) __m256 c0_##i = _mm256_setzero_ps(), c1_##i = _mm256_setzero_ps();
+#define RK_STEP8(i)                                     \
+    {                                                   \
+        const __m256 ai = _mm256_broadcast_ss(a + (i)); \
+        c0_##i = _mm256_fmadd_ps(ai, b0, c0_##i);       \
+        c1_##i = _mm256_fmadd_ps(ai, b1, c1_##i);       \
+    }
+#define RK_ACC8(i)                                                                         \
+    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, _mm256_loadu_ps(c + (i) * ldc))); \
+    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, _mm256_loadu_ps(c + (i) * ldc + 8)));
+#define RK_BIAS8(i)                                            \
+    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, v0)); \
+    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, v1));
+    RK_ROWS6(RK_DECL8)
     for (int64_t k = 0; k < kc; k++) {
-        __m256 b0 = _mm256_loadu_ps(b);
-        __m256 b1 = _mm256_loadu_ps(b + 8);
-#pragma GCC unroll 6
-        for (int i = 0; i < 6; i++) {
-            __m256 ai = _mm256_broadcast_ss(a + i);
-            c0[i] = _mm256_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm256_fmadd_ps(ai, b1, c1[i]);
-        }
+        const __m256 b0 = _mm256_loadu_ps(b);
+        const __m256 b1 = _mm256_loadu_ps(b + 8);
+        RK_ROWS6(RK_STEP8)
         a += 6;
         b += 16;
     }
     if (accumulate) {
-        for (int i = 0; i < 6; i++) {
-            _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(c0[i], _mm256_loadu_ps(c + i * ldc)));
-            _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(c1[i], _mm256_loadu_ps(c + i * ldc + 8)));
-        }
+        RK_ROWS6(RK_ACC8)
     } else {
-        __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-        __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-        for (int i = 0; i < 6; i++) {
-            _mm256_storeu_ps(c + i * ldc, _mm256_add_ps(c0[i], b0));
-            _mm256_storeu_ps(c + i * ldc + 8, _mm256_add_ps(c1[i], b1));
-        }
+        const __m256 v0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+        const __m256 v1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+        RK_ROWS6(RK_BIAS8)
     }
+#undef RK_DECL8
+#undef RK_STEP8
+#undef RK_ACC8
+#undef RK_BIAS8
 }
 #endif
 
@@ -137,34 +148,38 @@ __attribute__((target("avx512f")))
 static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                              const float *bias, int accumulate)
 {
-    __m512 c0[14], c1[14];
-    for (int i = 0; i < 14; i++)
-        c0[i] = c1[i] = _mm512_setzero_ps();
+#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
+#define RK_STEP16(i)                                \
+    {                                               \
+        const __m512 ai = _mm512_set1_ps(a[i]);     \
+        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);   \
+        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
+    }
+#define RK_ACC16(i)                                                                        \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
+#define RK_BIAS16(i)                                           \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
+    RK_ROWS14(RK_DECL16)
     for (int64_t k = 0; k < kc; k++) {
-        __m512 b0 = _mm512_loadu_ps(b);
-        __m512 b1 = _mm512_loadu_ps(b + 16);
-#pragma GCC unroll 14
-        for (int i = 0; i < 14; i++) {
-            __m512 ai = _mm512_set1_ps(a[i]);
-            c0[i] = _mm512_fmadd_ps(ai, b0, c0[i]);
-            c1[i] = _mm512_fmadd_ps(ai, b1, c1[i]);
-        }
+        const __m512 b0 = _mm512_loadu_ps(b);
+        const __m512 b1 = _mm512_loadu_ps(b + 16);
+        RK_ROWS14(RK_STEP16)
         a += 14;
         b += 32;
     }
     if (accumulate) {
-        for (int i = 0; i < 14; i++) {
-            _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(c0[i], _mm512_loadu_ps(c + i * ldc)));
-            _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(c1[i], _mm512_loadu_ps(c + i * ldc + 16)));
-        }
+        RK_ROWS14(RK_ACC16)
     } else {
-        __m512 b0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-        __m512 b1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-        for (int i = 0; i < 14; i++) {
-            _mm512_storeu_ps(c + i * ldc, _mm512_add_ps(c0[i], b0));
-            _mm512_storeu_ps(c + i * ldc + 16, _mm512_add_ps(c1[i], b1));
-        }
+        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+        RK_ROWS14(RK_BIAS16)
     }
+#undef RK_DECL16
+#undef RK_STEP16
+#undef RK_ACC16
+#undef RK_BIAS16
 }
 #endif
 
@@ -987,75 +1002,146 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
 /* ------------------------------------------------------------------------- */
 
 /*
- * Branch-free expf so loops calling it vectorize: exp(x) = 2^n * e^r with
- * n = round(x / ln2), |r| <= ln2/2, e^r by a degree-7 Taylor polynomial
- * (truncation error < 1e-8 relative). 2^n is applied as two factors so that
- * results in the subnormal range are still produced correctly. Max error is
- * about 2 ulp; NaN propagates, overflow gives +inf, underflow gives 0.
+ * 4-lane vectors (GCC vector extensions: SSE2 on x86_64, NEON on arm64,
+ * scalarized elsewhere). Written out explicitly because, without -ffast-math,
+ * the compiler refuses to vectorize a scalar loop in which a select feeds
+ * floating-point arithmetic (it turns the select into a branch and will not
+ * speculate possibly-trapping operations).
  */
-static inline float exp_vec(float x)
+typedef float vf4 __attribute__((vector_size(16)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
+typedef uint32_t vu4 __attribute__((vector_size(16)));
+
+static inline vf4 vf4_load(const float *p)
 {
-    const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-    x = x < -104.0f ? -104.0f : x;
-    x = x > 89.0f ? 89.0f : x;
-    float t = x * 1.44269504088896341f + magic;
-    float n = t - magic;
-    float r = x - n * 0.693145751953125f; /* ln2 high part: exact product for |n| < 2^9 */
-    r = r - n * 1.428606765330187e-06f;    /* ln2 low part */
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    /* n = h + (n - h), both halves in [-75, 64] so each 2^k is a normal float */
-    float th = n * 0.5f + magic;
-    float h = th - magic;
-    float t2 = (n - h) + magic;
-    uint32_t ub, u1, u2;
-    const uint32_t magic_bits = 0x4B400000u;
-    memcpy(&ub, &th, sizeof ub);
-    memcpy(&u2, &t2, sizeof u2);
-    u1 = (ub - magic_bits + 127u) << 23;
-    u2 = (u2 - magic_bits + 127u) << 23;
-    float s1, s2;
-    memcpy(&s1, &u1, sizeof s1);
-    memcpy(&s2, &u2, sizeof s2);
-    return (p * s1) * s2;
+    vf4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vf4_store(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
+static inline vf4 vf4_splat(float s) { return (vf4){ s, s, s, s }; }
+/* lanes of a where m is all-ones, else b */
+static inline vf4 vf4_select(vi4 m, vf4 a, vf4 b) { return (vf4)((m & (vi4)a) | (~m & (vi4)b)); }
+static inline vf4 vf4_max(vf4 a, vf4 b) { return vf4_select(a > b, a, b); }
+static inline float vf4_hmax(vf4 v)
+{
+    float m = v[0];
+    for (int l = 1; l < 4; l++)
+        m = v[l] > m ? v[l] : m;
+    return m;
 }
 
 /*
+ * exp(x) = 2^n * e^r with n = round(x / ln2), |r| <= ln2/2, e^r by a degree-7
+ * Taylor polynomial (truncation error < 1e-8 relative). 2^n is applied as two
+ * factors so results in the subnormal range are still produced correctly.
+ * Max error about 3 ulp; NaN propagates, overflow gives +inf, underflow 0.
+ */
+static inline vf4 exp_v4(vf4 x)
+{
+    const vf4 magic = vf4_splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+    /* unsigned lanes: the exponent arithmetic wraps (defined) for NaN input */
+    const vu4 magic_bits = (vu4){ 0x4B400000u, 0x4B400000u, 0x4B400000u, 0x4B400000u };
+    const vu4 bias = (vu4){ 127u, 127u, 127u, 127u };
+    /* clamp so n stays in [-150, 128]; beyond that the result is 0 or inf anyway
+       (comparisons are false for NaN, which therefore passes through) */
+    x = vf4_select(x < vf4_splat(-104.0f), vf4_splat(-104.0f), x);
+    x = vf4_select(x > vf4_splat(89.0f), vf4_splat(89.0f), x);
+    vf4 n = (x * vf4_splat(1.44269504088896341f) + magic) - magic;
+    vf4 r = x - n * vf4_splat(0.693145751953125f); /* ln2 high part: exact product for |n| < 2^9 */
+    r = r - n * vf4_splat(1.428606765330187e-06f);  /* ln2 low part */
+    vf4 p = vf4_splat(1.0f / 5040.0f);
+    p = p * r + vf4_splat(1.0f / 720.0f);
+    p = p * r + vf4_splat(1.0f / 120.0f);
+    p = p * r + vf4_splat(1.0f / 24.0f);
+    p = p * r + vf4_splat(1.0f / 6.0f);
+    p = p * r + vf4_splat(0.5f);
+    p = p * r + vf4_splat(1.0f);
+    p = p * r + vf4_splat(1.0f);
+    /* n = h + (n - h) with both halves in [-75, 64], so each 2^k is a normal
+       float built directly in the exponent field */
+    vf4 th = n * vf4_splat(0.5f) + magic;
+    vf4 t2 = (n - (th - magic)) + magic;
+    vf4 s1 = (vf4)((((vu4)th - magic_bits) + bias) << 23);
+    vf4 s2 = (vf4)((((vu4)t2 - magic_bits) + bias) << 23);
+    return (p * s1) * s2;
+}
+
+static inline vf4 sigmoid_v4(vf4 x)
+{
+    /* e = e^-|x| <= 1: nothing overflows or cancels, and for x << 0 the
+       result e/(1+e) keeps its subnormal values instead of 1/inf = 0 */
+    const vi4 sign = (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN };
+    vf4 e = exp_v4((vf4)((vi4)x | sign));
+    vf4 r = vf4_splat(1.0f) / (vf4_splat(1.0f) + e);
+    return vf4_select(x < vf4_splat(0.0f), e * r, r);
+}
+
+static inline vf4 tanh_v4(vf4 x)
+{
+    /* |x| >= 0.25: tanh|x| = (1 - e) / (1 + e), e = e^-2|x| <= 1, where the
+       cancellation in 1 - e costs at most a factor 2 in relative error.
+       |x| < 0.25: odd Taylor series through x^11 (next term < 3e-10 relative). */
+    const vi4 sign = (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN };
+    vf4 ax = (vf4)((vi4)x & ~sign);
+    vf4 e = exp_v4(vf4_splat(-2.0f) * ax);
+    vf4 big = (vf4_splat(1.0f) - e) / (vf4_splat(1.0f) + e);
+    vf4 x2 = x * x;
+    vf4 p = vf4_splat(-1382.0f / 155925.0f);
+    p = p * x2 + vf4_splat(62.0f / 2835.0f);
+    p = p * x2 + vf4_splat(-17.0f / 315.0f);
+    p = p * x2 + vf4_splat(2.0f / 15.0f);
+    p = p * x2 + vf4_splat(-1.0f / 3.0f);
+    vf4 small = x + x * x2 * p;
+    /* big is |tanh|; OR-ing in the sign of x also keeps tanh(-0) = -0 */
+    return (vf4)((vi4)vf4_select(ax < vf4_splat(0.25f), small, big) | ((vi4)x & sign));
+}
+
+/* Applies a vf4 function to count floats, the tail through a padded buffer. */
+#define RK_MAP_V4(fn, x, y, count)                                          \
+    do {                                                                    \
+        int64_t i_ = 0;                                                     \
+        for (; i_ + 4 <= (count); i_ += 4)                                  \
+            vf4_store((y) + i_, fn(vf4_load((x) + i_)));                    \
+        if (i_ < (count)) {                                                 \
+            float tmp_[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                     \
+            memcpy(tmp_, (x) + i_, (size_t)((count) - i_) * sizeof(float)); \
+            vf4_store(tmp_, fn(vf4_load(tmp_)));                            \
+            memcpy((y) + i_, tmp_, (size_t)((count) - i_) * sizeof(float)); \
+        }                                                                   \
+    } while (0)
+
+/*
  * rk_activation: y[i] = f(x[i]) for i < count. y may equal x.
- * relu and bounded_relu propagate NaN. Sigmoid uses a vectorized exp
- * (about 2 ulp); tanh uses libm tanhf.
+ * relu, bounded_relu and leaky_relu propagate NaN. Sigmoid and tanh are
+ * vectorized polynomial/exp evaluations accurate to a few ulp.
  */
 int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b)
 {
+    int64_t i = 0;
     switch (function) {
     case RK_RELU:
-        for (int64_t i = 0; i < count; i++)
+        for (; i < count; i++)
             y[i] = x[i] < 0.0f ? 0.0f : x[i];
         break;
     case RK_BOUNDED_RELU:
-        for (int64_t i = 0; i < count; i++) {
+        for (; i < count; i++) {
             float v = x[i] < b ? b : x[i];
             y[i] = v > a ? a : v;
         }
         break;
     case RK_SIGMOID:
-        /* 1/(1+e^-x) never cancels; for x << 0 e^-x overflows to inf and the
-           result correctly rounds to 0 */
-        for (int64_t i = 0; i < count; i++)
-            y[i] = 1.0f / (1.0f + exp_vec(-x[i]));
+        RK_MAP_V4(sigmoid_v4, x, y, count);
         break;
     case RK_TANH:
-        for (int64_t i = 0; i < count; i++)
-            y[i] = tanhf(x[i]);
+        RK_MAP_V4(tanh_v4, x, y, count);
         break;
     case RK_LEAKY_RELU:
-        for (int64_t i = 0; i < count; i++)
+        for (; i + 4 <= count; i += 4) {
+            vf4 v = vf4_load(x + i);
+            vf4_store(y + i, vf4_select(v > vf4_splat(0.0f), v, v * vf4_splat(a)));
+        }
+        for (; i < count; i++)
             y[i] = x[i] > 0.0f ? x[i] : a * x[i];
         break;
     default:
@@ -1161,53 +1247,55 @@ int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, co
 /*
  * rk_softmax: y[r, :] = exp(beta*x[r, :] - max_j beta*x[r, j]) / sum, for
  * `rows` rows of `cols` contiguous values. y may equal x. No scratch.
- * Reductions use 16 independent lanes so they vectorize without -ffast-math.
  */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta)
 {
     if (cols <= 0)
         return 0;
+    const vf4 vb = vf4_splat(beta);
     for (int64_t r = 0; r < rows; r++) {
         const float *xr = x + r * cols;
         float *yr = y + r * cols;
-        float lane[16];
-        float mx = beta * xr[0];
-        for (int l = 0; l < 16; l++)
-            lane[l] = mx;
         int64_t i = 0;
-        for (; i + 16 <= cols; i += 16)
-            for (int l = 0; l < 16; l++) {
-                float v = beta * xr[i + l];
-                lane[l] = v > lane[l] ? v : lane[l];
-            }
+
+        /* two accumulators per pass hide the add/select latency */
+        vf4 m0 = vf4_splat(beta * xr[0]), m1 = m0;
+        for (; i + 8 <= cols; i += 8) {
+            m0 = vf4_max(vb * vf4_load(xr + i), m0);
+            m1 = vf4_max(vb * vf4_load(xr + i + 4), m1);
+        }
+        float mx = vf4_hmax(vf4_max(m0, m1));
         for (; i < cols; i++) {
             float v = beta * xr[i];
             mx = v > mx ? v : mx;
         }
-        for (int l = 0; l < 16; l++)
-            mx = lane[l] > mx ? lane[l] : mx;
 
-        for (int l = 0; l < 16; l++)
-            lane[l] = 0.0f;
-        float sum = 0.0f;
-        i = 0;
-        for (; i + 16 <= cols; i += 16)
-            for (int l = 0; l < 16; l++) {
-                float e = exp_vec(beta * xr[i + l] - mx);
-                yr[i + l] = e;
-                lane[l] += e;
-            }
-        for (; i < cols; i++) {
-            float e = exp_vec(beta * xr[i] - mx);
-            yr[i] = e;
-            sum += e;
+        const vf4 vm = vf4_splat(mx);
+        vf4 s0 = vf4_splat(0.0f), s1 = s0;
+        for (i = 0; i + 8 <= cols; i += 8) {
+            vf4 e0 = exp_v4(vb * vf4_load(xr + i) - vm);
+            vf4 e1 = exp_v4(vb * vf4_load(xr + i + 4) - vm);
+            vf4_store(yr + i, e0);
+            vf4_store(yr + i + 4, e1);
+            s0 += e0;
+            s1 += e1;
         }
-        for (int l = 0; l < 8; l++)
-            lane[l] += lane[l + 8];
-        for (int l = 0; l < 4; l++)
-            lane[l] += lane[l + 4];
-        sum += (lane[0] + lane[2]) + (lane[1] + lane[3]);
-        for (i = 0; i < cols; i++)
+        s0 += s1;
+        float sum = (s0[0] + s0[2]) + (s0[1] + s0[3]);
+        for (; i < cols; i += 4) {
+            const int64_t len = min_i64(4, cols - i);
+            float tmp[4] = { 0.0f, 0.0f, 0.0f, 0.0f };
+            memcpy(tmp, xr + i, (size_t)len * sizeof(float));
+            vf4_store(tmp, exp_v4(vb * vf4_load(tmp) - vm));
+            for (int64_t l = 0; l < len; l++)
+                sum += tmp[l];
+            memcpy(yr + i, tmp, (size_t)len * sizeof(float));
+        }
+
+        const vf4 vs = vf4_splat(sum);
+        for (i = 0; i + 4 <= cols; i += 4)
+            vf4_store(yr + i, vf4_load(yr + i) / vs);
+        for (; i < cols; i++)
             yr[i] /= sum;
     }
     return 0;

@@ -31,6 +31,7 @@ EXPECTED = {
     "factory_returns_null": "factory-failed",
     "factory_malformed_instance": "factory-failed",
     "factory_instance_id_mismatch": "factory-failed",
+    "factory_missing_required_function": "factory-failed",
     "missing_dependency": "missing-dependency",
     "unresolved_symbol": "dlopen-failed",
 }

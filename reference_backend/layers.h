@@ -1,0 +1,24 @@
+/*
+ * Layer validation and execution for the reference backend.
+ *
+ * ref_check_layer() is the one place that decides whether a layer description is something the
+ * reference backend can run; both is_layer_supported() and create_workload() call it, so "supported"
+ * and "creatable" can never disagree.
+ */
+#ifndef REFERENCE_BACKEND_LAYERS_H
+#define REFERENCE_BACKEND_LAYERS_H
+
+#include "backend_api.h"
+
+/* Writes a formatted message (truncated to fit) and returns `status`. */
+BackendStatus ref_fail(char *message, size_t message_size, BackendStatus status, const char *format, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* BACKEND_STATUS_OK, or why the layer cannot run here (INVALID_ARGUMENT or UNSUPPORTED). */
+BackendStatus ref_check_layer(const BackendLayerDescription *layer, char *message, size_t message_size);
+
+/* A workload for a layer ref_check_layer() accepted. */
+BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendWorkload **workload,
+                                  char *message, size_t message_size);
+
+#endif /* REFERENCE_BACKEND_LAYERS_H */
