@@ -379,13 +379,17 @@ cdef class WorkloadFactory:
 
     def create_workload(self, layer, inputs, descriptor=None):
         """A workload for ``layer`` on inputs of these arrays' (or shapes') shapes."""
+        return self.create_workload_prepared(_prepare(layer, inputs, descriptor))
+
+    def create_workload_prepared(self, prepared):
+        """``create_workload`` for a layer description built by the caller (a
+        loader.layers.PreparedLayer), passed to the backend as it is, unchecked."""
         cdef _LayerStorage storage
         cdef char message[MESSAGE_SIZE]
         cdef abi.BackendWorkload *created = NULL
         cdef Workload workload
         if self._factory == NULL:
             raise _errors.BackendError("the workload factory is closed")
-        prepared = _prepare(layer, inputs, descriptor)
         _pack_layer(&storage, prepared)
         _clear(message)
         status = self._factory.create_workload(self._factory, &storage.description, &created,
@@ -543,11 +547,15 @@ cdef class Backend:
     def is_layer_supported(self, layer, inputs, descriptor=None):
         """Whether the backend can run ``layer`` on inputs of these arrays' (or shapes') shapes:
         a ``LayerSupport`` (true or false, with the backend's reason when false)."""
+        return self.query_layer_support(_prepare(layer, inputs, descriptor))
+
+    def query_layer_support(self, prepared):
+        """``is_layer_supported`` for a layer description built by the caller (a
+        loader.layers.PreparedLayer), passed to the backend as it is, unchecked."""
         cdef _LayerStorage storage
         cdef char message[MESSAGE_SIZE]
         cdef abi.BackendStatus status
         cdef abi.BackendInstance *instance
-        prepared = _prepare(layer, inputs, descriptor)
         _pack_layer(&storage, prepared)
         instance = self._enter_feature(_LAYER_SUPPORT)
         try:

@@ -454,29 +454,36 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
 }
 
 /*
- * Parallel scheme. B is packed once into a shared "slab" (all of K x up to
- * slab_w columns), then C is cut into units of mcu rows x nu columns that the
- * threads claim from an atomic counter. Dynamic claiming matters on shared
- * machines: with a static split the slowest thread (e.g. one sharing its core
- * with another busy thread) sets the pace of the whole call. Each unit packs
- * its own A block per K block into a private buffer.
+ * Parallel scheme. B is packed into a shared "slab" (all of K x up to slab_w
+ * columns of B), then C is cut into units of mcu rows x nu columns; each unit
+ * packs its own A block per K block into a private buffer.
+ *
+ * All work is one ordered list of items, claimed through an atomic counter:
+ *   [B-pack items of slab 0][units of slab 0][B-pack items of slab 1]...
+ * A unit needs every pack item of its slab done, and a pack item needs every
+ * unit of the previous slab done (it overwrites the slab buffer). Since items
+ * are claimed in order, "phase p is complete" is simply "the number of
+ * completed items has reached the start of phase p + 1", so one completion
+ * counter expresses every dependency, and a claimed item only ever waits for
+ * items that running threads have already claimed.
+ *
+ * Nothing waits for a thread that has not started yet: a worker that the OS
+ * schedules late (other load on the machine, or placed on the caller's core)
+ * just finds less work left. With a fixed split or a full barrier, such a
+ * straggler would stall the whole call.
  */
-typedef struct rk_barrier {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int total, waiting;
-    unsigned gen;
-} rk_barrier;
-
 typedef struct gemm_shared {
     const gemm_op *op;
     int64_t kc, slab_w, slab_wp, mcu, nu;
+    int64_t nslabs, items_full, total_items;
     float *bp;          /* packed slab: K block at offset pc * slab_wp */
     float *ap;          /* per-thread A buffers, a_stride floats each */
     size_t a_stride;
-    atomic_llong next_pack, next_unit;
-    int single;         /* one participant: the barrier is a no-op */
-    rk_barrier bar;
+    int single;         /* one participant: never wait, never lock */
+    atomic_llong next, done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int waiters;        /* protected by mu */
 } gemm_shared;
 
 typedef struct gemm_worker {
@@ -484,36 +491,43 @@ typedef struct gemm_worker {
     int id;
 } gemm_worker;
 
-/* The total is only known after the threads are created; it is set by the
-   calling thread (itself a participant) before it does any work, so the last
-   thread to arrive always sees the final total. */
-static void barrier_wait(rk_barrier *b, gemm_shared *reset, int single)
+#define RK_PACK_GROUP 4 /* B micro-panels per packing work item */
+
+static int64_t slab_pack_items(const gemm_shared *sh, int64_t slab_w)
 {
-    if (single) {
-        if (reset) {
-            atomic_store(&reset->next_pack, 0);
-            atomic_store(&reset->next_unit, 0);
-        }
-        return;
-    }
-    pthread_mutex_lock(&b->mu);
-    unsigned gen = b->gen;
-    if (++b->waiting == b->total) {
-        if (reset) {
-            atomic_store(&reset->next_pack, 0);
-            atomic_store(&reset->next_unit, 0);
-        }
-        b->waiting = 0;
-        b->gen++;
-        pthread_cond_broadcast(&b->cv);
-    } else {
-        while (gen == b->gen)
-            pthread_cond_wait(&b->cv, &b->mu);
-    }
-    pthread_mutex_unlock(&b->mu);
+    const int nr = sh->op->u->nr;
+    return ceil_div(sh->op->k, sh->kc) * ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
 }
 
-#define RK_PACK_GROUP 4 /* B micro-panels per packing work item */
+static int64_t slab_units(const gemm_shared *sh, int64_t slab_w)
+{
+    return ceil_div(sh->op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
+}
+
+static void wait_done(gemm_shared *sh, int64_t need)
+{
+    if (sh->single || atomic_load(&sh->done) >= need)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    sh->waiters++;
+    while (atomic_load(&sh->done) < need)
+        pthread_cond_wait(&sh->cv, &sh->mu);
+    sh->waiters--;
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void mark_done(gemm_shared *sh)
+{
+    if (sh->single) {
+        atomic_fetch_add(&sh->done, 1);
+        return;
+    }
+    pthread_mutex_lock(&sh->mu);
+    atomic_fetch_add(&sh->done, 1);
+    if (sh->waiters)
+        pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
 
 static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
 {
@@ -569,26 +583,26 @@ static void *gemm_worker_run(void *arg)
     const gemm_op *op = sh->op;
     const int nr = op->u->nr;
     float *ap = sh->ap + (size_t)w->id * sh->a_stride;
-    const int64_t nkb = ceil_div(op->k, sh->kc);
+    int64_t it;
 
-    for (int64_t slab0 = 0; slab0 < op->n; slab0 += sh->slab_w) {
+    while ((it = atomic_fetch_add(&sh->next, 1)) < sh->total_items) {
+        const int64_t s = min_i64(it / sh->items_full, sh->nslabs - 1);
+        const int64_t base = s * sh->items_full, r = it - base;
+        const int64_t slab0 = s * sh->slab_w;
         const int64_t slab_w = min_i64(sh->slab_w, op->n - slab0);
-        const int64_t ngroups = ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
-        const int64_t npack = nkb * ngroups;
-        int64_t it;
-        while ((it = atomic_fetch_add(&sh->next_pack, 1)) < npack) {
-            const int64_t pc = it / ngroups * sh->kc, g = it % ngroups;
+        const int64_t npack = slab_pack_items(sh, slab_w);
+        if (r < npack) {
+            wait_done(sh, base); /* previous slab fully consumed */
+            const int64_t ngroups = ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
+            const int64_t pc = r / ngroups * sh->kc, jp = r % ngroups * RK_PACK_GROUP * nr;
             const int64_t kc = min_i64(sh->kc, op->k - pc);
-            const int64_t jp = g * RK_PACK_GROUP * nr;
             const int64_t cols = min_i64(RK_PACK_GROUP * nr, slab_w - jp);
             pack_b(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
+        } else {
+            wait_done(sh, base + npack); /* this slab fully packed */
+            gemm_unit(sh, ap, slab0, slab_w, r - npack);
         }
-        barrier_wait(&sh->bar, NULL, sh->single);
-        const int64_t nunits = ceil_div(op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
-        while ((it = atomic_fetch_add(&sh->next_unit, 1)) < nunits)
-            gemm_unit(sh, ap, slab0, slab_w, it);
-        /* the slab buffer is reused by the next slab: everyone must be done */
-        barrier_wait(&sh->bar, sh, sh->single);
+        mark_done(sh);
     }
     return NULL;
 }
@@ -636,8 +650,11 @@ static int gemm_run(const gemm_op *op)
     sh.slab_w = slab_w;
     sh.slab_wp = ceil_div(min_i64(slab_w, N), nr) * nr;
 
+    /* Starting a thread costs ~40 us here (more when the OS places it on a
+       busy core), and the shared B packing is a short serial-ish phase:
+       measured, a second thread only pays off from ~50 MFLOP on. */
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = threads_for(flops, 2e6);
+    int nt = threads_for(flops, 24e6);
 
     /* Units: start from the cache-sized block and shrink until every thread
        can claim several, so late finishers are absorbed by the others. */
@@ -657,6 +674,13 @@ static int gemm_run(const gemm_op *op)
     if (nt > nunits)
         nt = (int)nunits;
 
+    sh.nslabs = ceil_div(N, slab_w);
+    sh.items_full = slab_pack_items(&sh, w_eff) + slab_units(&sh, w_eff);
+    {
+        const int64_t last_w = N - (sh.nslabs - 1) * slab_w;
+        sh.total_items = (sh.nslabs - 1) * sh.items_full + slab_pack_items(&sh, last_w) + slab_units(&sh, last_w);
+    }
+
     sh.a_stride = (size_t)(ceil_div(sh.mcu * sh.kc, 16) * 16); /* keep each buffer 64-byte aligned */
     size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
     float *scratch = (float *)alloc_aligned((b_elems + sh.a_stride * (size_t)nt) * sizeof(float));
@@ -664,44 +688,37 @@ static int gemm_run(const gemm_op *op)
         return 1;
     sh.bp = scratch;
     sh.ap = scratch + b_elems;
-    atomic_init(&sh.next_pack, 0);
-    atomic_init(&sh.next_unit, 0);
+    atomic_init(&sh.next, 0);
+    atomic_init(&sh.done, 0);
 
     gemm_worker workers[RK_MAX_THREADS];
     pthread_t tid[RK_MAX_THREADS];
-    int started = 0;
+    for (int i = 0; i < nt; i++) {
+        workers[i].sh = &sh;
+        workers[i].id = i;
+    }
     if (nt > 1) {
-        if (pthread_mutex_init(&sh.bar.mu, NULL) != 0) {
+        if (pthread_mutex_init(&sh.mu, NULL) != 0) {
             nt = 1;
-        } else if (pthread_cond_init(&sh.bar.cv, NULL) != 0) {
-            pthread_mutex_destroy(&sh.bar.mu);
+        } else if (pthread_cond_init(&sh.cv, NULL) != 0) {
+            pthread_mutex_destroy(&sh.mu);
             nt = 1;
         }
     }
     if (nt > 1) {
-        sh.bar.total = INT32_MAX;
-        for (int i = 1; i < nt; i++) {
-            workers[started + 1].sh = &sh;
-            workers[started + 1].id = started + 1;
-            if (pthread_create(&tid[started + 1], NULL, gemm_worker_run, &workers[started + 1]) == 0)
-                started++;
-        }
-        /* Threads that could not be created simply do not take part: the
+        /* A thread that cannot be created simply does not take part: the
            work is claimed dynamically, so fewer participants stay correct. */
-        pthread_mutex_lock(&sh.bar.mu);
-        sh.bar.total = started + 1;
-        pthread_mutex_unlock(&sh.bar.mu);
-        workers[0].sh = &sh;
-        workers[0].id = 0;
+        int started[RK_MAX_THREADS];
+        for (int i = 1; i < nt; i++)
+            started[i] = pthread_create(&tid[i], NULL, gemm_worker_run, &workers[i]) == 0;
         gemm_worker_run(&workers[0]);
-        for (int i = 1; i <= started; i++)
-            pthread_join(tid[i], NULL);
-        pthread_cond_destroy(&sh.bar.cv);
-        pthread_mutex_destroy(&sh.bar.mu);
+        for (int i = 1; i < nt; i++)
+            if (started[i])
+                pthread_join(tid[i], NULL);
+        pthread_cond_destroy(&sh.cv);
+        pthread_mutex_destroy(&sh.mu);
     } else {
         sh.single = 1;
-        workers[0].sh = &sh;
-        workers[0].id = 0;
         gemm_worker_run(&workers[0]);
     }
     free(scratch);

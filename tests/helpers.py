@@ -41,3 +41,9 @@ def run_module(*args, env=None):
     import sys
     return subprocess.run([sys.executable, "-m", "loader", *args], capture_output=True, text=True,
                           timeout=120, cwd="/", env=env)
+
+
+def mapped(path):
+    """Whether ``path`` is mapped into this process."""
+    with open("/proc/self/maps") as f:
+        return any(line.rstrip("\n").endswith(" " + path) for line in f)

@@ -11,13 +11,7 @@ import pytest
 import loader
 import mock_backends
 import reference_backend
-from helpers import install, install_mock, install_reference, run_module
-
-
-def mapped(path):
-    """Whether ``path`` is mapped into this process."""
-    with open("/proc/self/maps") as f:
-        return any(line.rstrip("\n").endswith(" " + path) for line in f)
+from helpers import install, install_mock, install_reference, mapped, run_module
 
 
 @pytest.fixture

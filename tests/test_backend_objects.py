@@ -1,0 +1,221 @@
+"""The Backend API 1.1 objects from Python: capabilities, support queries, memory managers,
+workload factories, workloads and contexts; their lifetimes; and minor-version skew."""
+import gc
+import threading
+
+import numpy as np
+import pytest
+
+import loader
+from helpers import install_mock, install_reference, mapped
+
+F = np.float32
+
+
+@pytest.fixture
+def runtime(backend_dir):
+    install_reference(backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        yield runtime
+
+
+@pytest.fixture
+def backend(runtime):
+    return runtime.create_backend("CpuRef")
+
+
+def relu_workload(backend, shape=(2, 3)):
+    return backend.create_workload_factory().create_workload("Activation", [shape], {"function": "relu"})
+
+
+def test_reference_capabilities_and_features(backend):
+    capabilities = backend.capabilities
+    assert isinstance(capabilities, loader.Capabilities)
+    assert capabilities["NonConstWeights"] is True
+    assert capabilities["ProtectedContentAllocation"] is False
+    assert capabilities.missing_because_of_skew == {}
+    assert backend.features == {name: True for name in (
+        "Capabilities", "LayerSupport", "MemoryManager", "WorkloadFactory", "BackendContext",
+        "CustomMemoryAllocator")}
+
+
+def test_support_answers_with_a_reason(backend):
+    assert backend.is_layer_supported("Softmax", [(2, 3)]) == (True, "")
+    ok, reason = backend.is_layer_supported("Softmax", [np.zeros((2, 3), F)])
+    assert ok and reason == ""
+
+
+def test_the_custom_allocator_question(backend):
+    answer = backend.supports_custom_allocator()
+    assert not answer and "malloc" in answer.reason
+
+
+def test_objects_outlive_the_instance_that_created_them(backend):
+    manager = backend.create_memory_manager()
+    factory = backend.create_workload_factory(manager)
+    context = backend.create_backend_context()
+    backend.close()
+    assert backend.closed
+    workload = factory.create_workload("Activation", [(4,)], {"function": "relu"})
+    factory.close()
+    with manager:
+        [y] = workload.execute([np.array([-1, 2, -3, 4], F)])
+    np.testing.assert_array_equal(y, [0, 2, 0, 4])
+    context.before_load_network(1)
+    context.after_load_network(1)
+
+
+def test_workloads_outlive_their_factory_and_runtime(backend_dir):
+    path = install_reference(backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        backend = runtime.create_backend("CpuRef")
+        workload = relu_workload(backend)
+    backend.close()
+    del backend
+    gc.collect()
+    assert mapped(path), "the library was unmapped under a live workload"
+    [y] = workload.execute([np.full((2, 3), -1, F)])
+    np.testing.assert_array_equal(y, 0)
+    del workload
+    gc.collect()
+    assert not mapped(path)
+
+
+def test_a_closed_backend_refuses_calls(backend):
+    backend.close()
+    for call in (lambda: backend.capabilities, lambda: backend.create_workload_factory(),
+                 lambda: backend.execute("Activation", [np.ones(2, F)], {"function": "relu"})):
+        with pytest.raises(loader.BackendError, match="closed"):
+            call()
+
+
+def test_closed_objects_refuse_calls(backend):
+    workload = relu_workload(backend)
+    workload.close()
+    workload.close()
+    with pytest.raises(loader.BackendError, match="closed"):
+        workload.execute([np.ones((2, 3), F)])
+    factory = backend.create_workload_factory()
+    factory.close()
+    with pytest.raises(loader.BackendError, match="closed"):
+        factory.create_workload("Softmax", [(3,)])
+
+
+def test_memory_manager_acquire_and_release_balance(backend):
+    manager = backend.create_memory_manager()
+    with pytest.raises(loader.InvalidStateError, match="without being acquired"):
+        manager.release()
+    manager.acquire()
+    assert manager.acquired == 1
+    with pytest.raises(loader.InvalidStateError, match="already acquired"):
+        manager.acquire()
+    manager.release()
+    with manager:
+        assert manager.acquired == 1
+    assert manager.acquired == 0
+
+
+def test_backend_context_notifications(backend):
+    context = backend.create_backend_context()
+    with pytest.raises(loader.InvalidStateError, match="without before_load_network"):
+        context.after_load_network(7)
+    context.before_load_network(7)
+    context.after_load_network(7)
+    context.before_unload_network(7)
+    context.after_unload_network(7)
+    with pytest.raises(loader.InvalidStateError, match="no network loaded"):
+        context.before_unload_network(7)
+
+
+def test_execute_from_many_threads(backend):
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((8, 32), dtype=F), rng.standard_normal((16, 32), dtype=F)
+    expected = x.astype(np.float64) @ w.T
+    errors = []
+
+    def work():
+        try:
+            for _ in range(30):
+                [y] = backend.execute("FullyConnected", [x, w])
+                np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+        except Exception as error:
+            errors.append(error)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_closing_a_backend_while_calls_run_is_safe(backend):
+    x = np.ones((64, 256), F)
+    w = np.ones((256, 256), F)
+    stop, errors = threading.Event(), []
+
+    def work():
+        while not stop.is_set():
+            try:
+                backend.execute("FullyConnected", [x, w])
+            except loader.BackendError as error:
+                assert "closed" in str(error)
+                return
+            except Exception as error:
+                errors.append(error)
+                return
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    backend.close()
+    stop.set()
+    for t in threads:
+        t.join()
+    assert errors == [] and backend.closed
+
+
+# -- minor-version skew -----------------------------------------------------------------------
+
+@pytest.fixture
+def older(backend_dir):
+    install_mock("minor_older", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        [entry] = runtime.report["entries"]
+        yield runtime.create_backend("MockMinorOlder"), entry
+
+
+def test_a_backend_built_against_an_older_minor_loads(older):
+    backend, entry = older
+    assert entry["status"] == "registered" and entry["version"] == "1.0"
+    assert "built against Backend API 1.0" in entry["detail"]
+    assert "LayerSupport" in entry["detail"]
+    assert backend.version == (1, 0)
+
+
+def test_features_an_older_minor_lacks_count_as_unsupported(older):
+    backend, _ = older
+    capabilities = backend.capabilities
+    assert dict(capabilities) == {}
+    assert set(capabilities.missing_because_of_skew) == set(backend.features)
+    assert "built against Backend API 1.0" in capabilities.missing_because_of_skew["WorkloadFactory"]
+    assert not any(backend.features.values())
+    with pytest.raises(loader.FeatureNotAvailableError, match="built against Backend API 1.0"):
+        backend.execute("Activation", [np.ones(2, F)], {"function": "relu"})
+    with pytest.raises(loader.FeatureNotAvailableError, match="LayerSupport"):
+        backend.is_layer_supported("Softmax", [(2,)])
+    assert not backend.supports_custom_allocator()
+
+
+def test_a_backend_that_supports_no_layer_says_so(backend_dir):
+    install_mock("alpha", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        backend = runtime.create_backend("MockAlpha")
+    support = backend.is_layer_supported("Softmax", [(2,)])
+    assert not support and support.reason == "mock backends run no layers"
+    with pytest.raises(loader.LayerNotSupportedError, match="MockAlpha.*mock backends run no layers"):
+        backend.execute("Softmax", [np.ones(2, F)])
+    assert backend.features["MemoryManager"] is False
+    with pytest.raises(loader.FeatureNotAvailableError, match="not implemented"):
+        backend.create_memory_manager()
+    assert backend.create_workload_factory() is not None
