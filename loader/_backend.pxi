@@ -3,6 +3,7 @@
 # while any of them lives. Every backend call goes through _check() on the next line.
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
+from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.string cimport memset
 
 import numpy as np
@@ -416,34 +417,30 @@ cdef class Backend:
     the instance (or anything it created) lives, whatever happened to the runtime."""
     cdef abi.BackendInstance *_instance
     cdef Library _library
-    cdef object _lock
-    cdef int _users                     # calls in flight; close() waits for them to end
+    # Calls in flight, so that close() from another thread waits for them. Only touched while
+    # holding the GIL, which serialises the updates.
+    cdef int _users
     cdef bint _close_pending
     cdef object __weakref__
-
-    def __cinit__(self):
-        self._lock = threading.Lock()
 
     def __dealloc__(self):
         cdef abi.BackendInstance *instance = self._instance
         self._instance = NULL
         _destroy_instance(instance)
 
-    cdef abi.BackendInstance *_enter(self) except NULL:
+    cdef inline abi.BackendInstance *_enter(self) except NULL:
         """Start a call into the instance; pair with _leave()."""
-        with self._lock:
-            if self._instance == NULL or self._close_pending:
-                raise _errors.BackendError(f"backend {self.id!r} is closed")
-            self._users += 1
-            return self._instance
+        if self._instance == NULL or self._close_pending:
+            raise _errors.BackendError(f"backend {self.id!r} is closed")
+        self._users += 1
+        return self._instance
 
-    cdef void _leave(self):
-        cdef abi.BackendInstance *instance = NULL
-        with self._lock:
-            self._users -= 1
-            if self._users == 0 and self._close_pending:
-                instance, self._instance = self._instance, NULL
-        _destroy_instance(instance)
+    cdef inline void _leave(self):
+        cdef abi.BackendInstance *instance
+        self._users -= 1
+        if self._users == 0 and self._close_pending:
+            instance, self._instance = self._instance, NULL
+            _destroy_instance(instance)
 
     cdef abi.BackendInstance *_enter_feature(self, Feature feature) except NULL:
         cdef abi.BackendInstance *instance = self._enter()
@@ -458,11 +455,10 @@ cdef class Backend:
     def close(self):
         """Destroy the instance now, or when the calls in flight end. Idempotent."""
         cdef abi.BackendInstance *instance = NULL
-        with self._lock:
-            if self._users:
-                self._close_pending = True
-            else:
-                instance, self._instance = self._instance, NULL
+        if self._users:
+            self._close_pending = True
+        else:
+            instance, self._instance = self._instance, NULL
         _destroy_instance(instance)
 
     def __enter__(self):
@@ -498,12 +494,11 @@ cdef class Backend:
     def get_id(self):
         """The id as the instance's get_id() returns it now (a call into the backend)."""
         cdef abi.BackendInstance *instance = self._enter()
-        cdef const char *raw
-        try:
-            raw = instance.get_id(instance)
-            return None if raw == NULL else raw[:_posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1)].decode("ascii", "replace")
-        finally:
-            self._leave()
+        cdef const char *raw = instance.get_id(instance)
+        self._leave()
+        if raw == NULL:
+            return None
+        return PyUnicode_DecodeASCII(raw, _posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1), "replace")
 
     @property
     def features(self):

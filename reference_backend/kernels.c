@@ -45,6 +45,59 @@ static void *alloc_aligned(size_t bytes)
     return aligned_alloc(RK_ALIGN, sz ? sz : RK_ALIGN);
 }
 
+/*
+ * 4-lane vectors (GCC vector extensions: SSE2 on x86_64, NEON on arm64,
+ * scalarized elsewhere). Used where the auto-vectorizer cannot be relied on:
+ * without -ffast-math it refuses loops in which a select feeds floating-point
+ * arithmetic (it turns the select into a branch and will not speculate
+ * possibly-trapping operations), and it keeps accumulator arrays in memory.
+ */
+typedef float vf4 __attribute__((vector_size(16)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
+typedef uint32_t vu4 __attribute__((vector_size(16)));
+
+static inline vf4 vf4_load(const float *p)
+{
+    vf4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vf4_store(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
+static inline vf4 vf4_splat(float s) { return (vf4){ s, s, s, s }; }
+/* lanes of a where m is all-ones, else b */
+static inline vf4 vf4_select(vi4 m, vf4 a, vf4 b) { return (vf4)((m & (vi4)a) | (~m & (vi4)b)); }
+/* max(a, b) = a > b ? a : b per lane; a NaN in b passes through, a NaN in a
+   does not (used that way to clamp while keeping NaN). The x86 form is one
+   instruction; the bitwise select above costs four and the per-lane loop is
+   not reliably vectorized once inlined into a bigger loop. */
+#if defined(__SSE__) && !defined(RK_NO_X86_SIMD)
+#include <xmmintrin.h>
+static inline vf4 vf4_max(vf4 a, vf4 b) { return (vf4)_mm_max_ps((__m128)a, (__m128)b); }
+static inline vf4 vf4_min(vf4 a, vf4 b) { return (vf4)_mm_min_ps((__m128)a, (__m128)b); }
+#else
+static inline vf4 vf4_max(vf4 a, vf4 b)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = a[l] > b[l] ? a[l] : b[l];
+    return r;
+}
+static inline vf4 vf4_min(vf4 a, vf4 b)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = a[l] < b[l] ? a[l] : b[l];
+    return r;
+}
+#endif
+static inline float vf4_hmax(vf4 v)
+{
+    float m = v[0];
+    for (int l = 1; l < 4; l++)
+        m = v[l] > m ? v[l] : m;
+    return m;
+}
+
 /* ------------------------------------------------------------------------- */
 /* Micro-kernels                                                             */
 /* ------------------------------------------------------------------------- */
@@ -859,36 +912,78 @@ typedef struct dw_task {
     int64_t row0, row1; /* range over n * oh output rows */
 } dw_task;
 
+/* Taps k in [*k0, *k1) of a kmax-tap window (spacing d, first position base)
+   that land inside [0, lim): the window clipped to the image. */
+static void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax, int64_t *k0, int64_t *k1)
+{
+    int64_t lo = base >= 0 ? 0 : ceil_div(-base, d);
+    int64_t hi = lim - base <= 0 ? 0 : ceil_div(lim - base, d);
+    *k0 = min_i64(lo, kmax);
+    *k1 = max_i64(*k0, min_i64(hi, kmax));
+}
+
 static void *dw_task_run(void *arg)
 {
     const dw_task *t = (const dw_task *)arg;
     const rk_conv_params *p = t->p;
     const int64_t C = p->c, mult = t->mult, OC = C * mult;
     for (int64_t row = t->row0; row < t->row1; row++) {
-        int64_t bi = row / p->oh, oy = row - bi * p->oh;
-        int64_t iy0 = oy * p->stride_h - p->pad_top;
+        const int64_t bi = row / p->oh, oy = row - bi * p->oh;
+        const int64_t iy0 = oy * p->stride_h - p->pad_top;
         const float *img = t->x + bi * p->h * p->w * C;
+        int64_t ky0, ky1;
+        tap_range(iy0, p->dil_h, p->h, p->kh, &ky0, &ky1);
         for (int64_t ox = 0; ox < p->ow; ox++) {
             float *out = t->y + (row * p->ow + ox) * OC;
-            int64_t ix0 = ox * p->stride_w - p->pad_left;
-            if (t->bias)
-                memcpy(out, t->bias, (size_t)OC * sizeof(float));
-            else
-                memset(out, 0, (size_t)OC * sizeof(float));
-            for (int64_t ky = 0; ky < p->kh; ky++) {
-                int64_t iy = iy0 + ky * p->dil_h;
-                if (iy < 0 || iy >= p->h)
-                    continue;
-                for (int64_t kx = 0; kx < p->kw; kx++) {
-                    int64_t ix = ix0 + kx * p->dil_w;
-                    if (ix < 0 || ix >= p->w)
-                        continue;
-                    const float *in = img + (iy * p->w + ix) * C;
-                    const float *f = t->filt + (ky * p->kw + kx) * OC;
-                    if (mult == 1) {
-                        for (int64_t ch = 0; ch < C; ch++)
-                            out[ch] += in[ch] * f[ch];
-                    } else {
+            const int64_t ix0 = ox * p->stride_w - p->pad_left;
+            int64_t kx0, kx1;
+            tap_range(ix0, p->dil_w, p->w, p->kw, &kx0, &kx1);
+            if (mult == 1) {
+                /* 16 channels at a time with the sums held in registers over
+                   all taps: one load of input and filter per multiply-add */
+                int64_t ch = 0;
+                for (; ch + 16 <= C; ch += 16) {
+                    vf4 a0 = vf4_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+                    if (t->bias) {
+                        a0 = vf4_load(t->bias + ch);
+                        a1 = vf4_load(t->bias + ch + 4);
+                        a2 = vf4_load(t->bias + ch + 8);
+                        a3 = vf4_load(t->bias + ch + 12);
+                    }
+                    for (int64_t ky = ky0; ky < ky1; ky++) {
+                        const float *inrow = img + (iy0 + ky * p->dil_h) * p->w * C + ch;
+                        const float *frow = t->filt + ky * p->kw * C + ch;
+                        for (int64_t kx = kx0; kx < kx1; kx++) {
+                            const float *in = inrow + (ix0 + kx * p->dil_w) * C;
+                            const float *f = frow + kx * C;
+                            a0 += vf4_load(in) * vf4_load(f);
+                            a1 += vf4_load(in + 4) * vf4_load(f + 4);
+                            a2 += vf4_load(in + 8) * vf4_load(f + 8);
+                            a3 += vf4_load(in + 12) * vf4_load(f + 12);
+                        }
+                    }
+                    vf4_store(out + ch, a0);
+                    vf4_store(out + ch + 4, a1);
+                    vf4_store(out + ch + 8, a2);
+                    vf4_store(out + ch + 12, a3);
+                }
+                for (; ch < C; ch++) {
+                    float acc = t->bias ? t->bias[ch] : 0.0f;
+                    for (int64_t ky = ky0; ky < ky1; ky++)
+                        for (int64_t kx = kx0; kx < kx1; kx++)
+                            acc += img[((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C + ch] *
+                                   t->filt[(ky * p->kw + kx) * C + ch];
+                    out[ch] = acc;
+                }
+            } else {
+                if (t->bias)
+                    memcpy(out, t->bias, (size_t)OC * sizeof(float));
+                else
+                    memset(out, 0, (size_t)OC * sizeof(float));
+                for (int64_t ky = ky0; ky < ky1; ky++) {
+                    for (int64_t kx = kx0; kx < kx1; kx++) {
+                        const float *in = img + ((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C;
+                        const float *f = t->filt + (ky * p->kw + kx) * OC;
                         for (int64_t ci = 0; ci < C; ci++) {
                             const float v = in[ci];
                             float *o = out + ci * mult;
@@ -947,41 +1042,74 @@ static void *pool_task_run(void *arg)
     const rk_conv_params *p = t->p;
     const int64_t C = p->c;
     for (int64_t row = t->row0; row < t->row1; row++) {
-        int64_t bi = row / p->oh, oy = row - bi * p->oh;
+        const int64_t bi = row / p->oh, oy = row - bi * p->oh;
         const float *img = t->x + bi * p->h * p->w * C;
         /* clip the window to the image so padding never takes part */
-        int64_t ys = oy * p->stride_h - p->pad_top;
-        int64_t ye = min_i64(ys + p->kh, p->h);
-        ys = max_i64(ys, 0);
+        int64_t ys, ye;
+        tap_range(oy * p->stride_h - p->pad_top, 1, p->h, p->kh, &ys, &ye);
+        ys += oy * p->stride_h - p->pad_top;
+        ye += oy * p->stride_h - p->pad_top;
         for (int64_t ox = 0; ox < p->ow; ox++) {
             float *out = t->y + (row * p->ow + ox) * C;
-            int64_t xs = ox * p->stride_w - p->pad_left;
-            int64_t xe = min_i64(xs + p->kw, p->w);
-            xs = max_i64(xs, 0);
+            int64_t xs, xe;
+            tap_range(ox * p->stride_w - p->pad_left, 1, p->w, p->kw, &xs, &xe);
+            xs += ox * p->stride_w - p->pad_left;
+            xe += ox * p->stride_w - p->pad_left;
             if (ys >= ye || xs >= xe) {
                 /* excluded by the preconditions; defined output instead of -inf or 0/0 */
                 memset(out, 0, (size_t)C * sizeof(float));
                 continue;
             }
-            if (t->pool == RK_POOL_MAX) {
-                memcpy(out, img + (ys * p->w + xs) * C, (size_t)C * sizeof(float));
+            const int is_max = t->pool == RK_POOL_MAX;
+            const float cnt = (float)((ye - ys) * (xe - xs));
+            const float *first = img + (ys * p->w + xs) * C;
+            int64_t ch = 0;
+            /* 16 channels at a time, the running max/sum kept in registers */
+            for (; ch + 16 <= C; ch += 16) {
+                vf4 a0, a1, a2, a3;
+                if (is_max) {
+                    a0 = vf4_load(first + ch);
+                    a1 = vf4_load(first + ch + 4);
+                    a2 = vf4_load(first + ch + 8);
+                    a3 = vf4_load(first + ch + 12);
+                } else {
+                    a0 = a1 = a2 = a3 = vf4_splat(0.0f);
+                }
                 for (int64_t iy = ys; iy < ye; iy++)
                     for (int64_t ix = xs; ix < xe; ix++) {
-                        const float *in = img + (iy * p->w + ix) * C;
-                        for (int64_t ch = 0; ch < C; ch++)
-                            out[ch] = in[ch] > out[ch] ? in[ch] : out[ch];
+                        const float *in = img + (iy * p->w + ix) * C + ch;
+                        if (is_max) {
+                            a0 = vf4_max(vf4_load(in), a0);
+                            a1 = vf4_max(vf4_load(in + 4), a1);
+                            a2 = vf4_max(vf4_load(in + 8), a2);
+                            a3 = vf4_max(vf4_load(in + 12), a3);
+                        } else {
+                            a0 += vf4_load(in);
+                            a1 += vf4_load(in + 4);
+                            a2 += vf4_load(in + 8);
+                            a3 += vf4_load(in + 12);
+                        }
                     }
-            } else {
-                memset(out, 0, (size_t)C * sizeof(float));
+                if (!is_max) {
+                    const vf4 vc = vf4_splat(cnt);
+                    a0 /= vc;
+                    a1 /= vc;
+                    a2 /= vc;
+                    a3 /= vc;
+                }
+                vf4_store(out + ch, a0);
+                vf4_store(out + ch + 4, a1);
+                vf4_store(out + ch + 8, a2);
+                vf4_store(out + ch + 12, a3);
+            }
+            for (; ch < C; ch++) {
+                float acc = is_max ? first[ch] : 0.0f;
                 for (int64_t iy = ys; iy < ye; iy++)
                     for (int64_t ix = xs; ix < xe; ix++) {
-                        const float *in = img + (iy * p->w + ix) * C;
-                        for (int64_t ch = 0; ch < C; ch++)
-                            out[ch] += in[ch];
+                        const float v = img[(iy * p->w + ix) * C + ch];
+                        acc = is_max ? (v > acc ? v : acc) : acc + v;
                     }
-                const float cnt = (float)((ye - ys) * (xe - xs));
-                for (int64_t ch = 0; ch < C; ch++)
-                    out[ch] /= cnt;
+                out[ch] = is_max ? acc : acc / cnt;
             }
         }
     }
@@ -1019,36 +1147,6 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
 /* ------------------------------------------------------------------------- */
 
 /*
- * 4-lane vectors (GCC vector extensions: SSE2 on x86_64, NEON on arm64,
- * scalarized elsewhere). Written out explicitly because, without -ffast-math,
- * the compiler refuses to vectorize a scalar loop in which a select feeds
- * floating-point arithmetic (it turns the select into a branch and will not
- * speculate possibly-trapping operations).
- */
-typedef float vf4 __attribute__((vector_size(16)));
-typedef int32_t vi4 __attribute__((vector_size(16)));
-typedef uint32_t vu4 __attribute__((vector_size(16)));
-
-static inline vf4 vf4_load(const float *p)
-{
-    vf4 v;
-    memcpy(&v, p, sizeof v);
-    return v;
-}
-static inline void vf4_store(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
-static inline vf4 vf4_splat(float s) { return (vf4){ s, s, s, s }; }
-/* lanes of a where m is all-ones, else b */
-static inline vf4 vf4_select(vi4 m, vf4 a, vf4 b) { return (vf4)((m & (vi4)a) | (~m & (vi4)b)); }
-static inline vf4 vf4_max(vf4 a, vf4 b) { return vf4_select(a > b, a, b); }
-static inline float vf4_hmax(vf4 v)
-{
-    float m = v[0];
-    for (int l = 1; l < 4; l++)
-        m = v[l] > m ? v[l] : m;
-    return m;
-}
-
-/*
  * exp(x) = 2^n * e^r with n = round(x / ln2), |r| <= ln2/2, e^r by a degree-7
  * Taylor polynomial (truncation error < 1e-8 relative). 2^n is applied as two
  * factors so results in the subnormal range are still produced correctly.
@@ -1062,8 +1160,8 @@ static inline vf4 exp_v4(vf4 x)
     const vu4 bias = (vu4){ 127u, 127u, 127u, 127u };
     /* clamp so n stays in [-150, 128]; beyond that the result is 0 or inf anyway
        (comparisons are false for NaN, which therefore passes through) */
-    x = vf4_select(x < vf4_splat(-104.0f), vf4_splat(-104.0f), x);
-    x = vf4_select(x > vf4_splat(89.0f), vf4_splat(89.0f), x);
+    x = vf4_max(vf4_splat(-104.0f), x);
+    x = vf4_min(vf4_splat(89.0f), x);
     vf4 n = (x * vf4_splat(1.44269504088896341f) + magic) - magic;
     vf4 r = x - n * vf4_splat(0.693145751953125f); /* ln2 high part: exact product for |n| < 2^9 */
     r = r - n * vf4_splat(1.428606765330187e-06f);  /* ln2 low part */
