@@ -669,6 +669,10 @@ static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
     return ceil_div(b, unit) * unit;
 }
 
+#ifndef RK_UNITS_PER_THREAD
+#define RK_UNITS_PER_THREAD 4 /* work units per thread, for load balance */
+#endif
+
 /* Shared packed-B budget; beyond it B is processed in column slabs. */
 #define RK_SLAB_BYTES ((int64_t)16 << 20)
 #define RK_MIN_SLAB_COLS 256
@@ -714,7 +718,7 @@ static int gemm_run(const gemm_op *op)
     int64_t w_eff = min_i64(slab_w, N);
     sh.mcu = balanced_block(M, u->mc, mr);
     sh.nu = balanced_block(w_eff, u->nc, nr);
-    while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < 4 * (int64_t)nt) {
+    while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < RK_UNITS_PER_THREAD * (int64_t)nt) {
         /* prefer thinner row blocks: narrower units would re-pack A */
         if (sh.mcu > 4 * mr)
             sh.mcu = balanced_block(M, ceil_div(sh.mcu, 2 * mr) * mr, mr);
