@@ -81,12 +81,16 @@ class BuildPy(build_py):
 
 
 def mock_libraries():
+    """mock_backends/*.c -> mock_backends/lib/ (safe to load in-process);
+    mock_backends/hostile/*.c -> mock_backends/hostile/ (crash, hang or misbehave)."""
     libraries = []
-    for source in sorted(glob("mock_backends/*.c") + glob("mock_backends/*.cpp")):
+    sources = [(s, "lib") for s in glob("mock_backends/*.c") + glob("mock_backends/*.cpp")]
+    sources += [(s, "hostile") for s in glob("mock_backends/hostile/*.c")]
+    for source, directory in sorted(sources):
         stem, ext = os.path.splitext(os.path.basename(source))
         flags = BACKEND_CFLAGS if ext == ".c" else ["-Wall", "-Wextra", "-fvisibility=hidden",
                                                     "-fno-exceptions", "-fno-rtti"]
-        library = NativeLibrary(f"mock_backends/lib/{library_name(stem)}", [source],
+        library = NativeLibrary(f"mock_backends/{directory}/{library_name(stem)}", [source],
                                 extra_compile_args=flags, depends=["abi/backend_api.h",
                                                                    "mock_backends/skeleton.h"])
         if stem == "missing_dependency":

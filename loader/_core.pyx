@@ -798,3 +798,10 @@ def is_secure_execution():
     """Whether the kernel marked this process for secure execution (setuid/setgid, capabilities),
     the same test the dynamic linker uses to ignore LD_LIBRARY_PATH."""
     return _posix.getauxval(_posix.AT_SECURE) != 0
+
+
+def check_elf_file(path):
+    """``(reason, detail)`` when ``path`` cannot be a shared object for this process, else
+    ``(None, "")``. Reads the file; never loads it."""
+    failure = _check_elf_file(os.fsencode(path))
+    return (None, "") if failure is None else failure

@@ -10,6 +10,8 @@
  *   MOCK_NO_GET_BACKEND_ID   the skeleton does not define that entry point: the mock's own
  *   MOCK_NO_GET_VERSION      file defines it differently, or leaves it out
  *   MOCK_NO_BACKEND_FACTORY
+ *   MOCK_RUNS_RELU           the instance supports one layer, Activation with relu, and runs it;
+ *                            MOCK_BEFORE_EXECUTE() (empty by default) runs first in execute()
  *
  * mock_new_instance() returns a well-formed Backend API 1.1 instance (no capabilities, every
  * layer refused) that a mock may alter before returning it.
@@ -46,16 +48,70 @@ static BackendStatus mock_get_capabilities(const BackendInstance *self,
 static BackendStatus mock_refuse(char *message, size_t message_size)
 {
     if (message != NULL && message_size > 0)
+#ifdef MOCK_RUNS_RELU
+        snprintf(message, message_size, "this mock runs only Activation relu");
+#else
         snprintf(message, message_size, "mock backends run no layers");
+#endif
     return BACKEND_STATUS_UNSUPPORTED;
 }
+
+#ifdef MOCK_RUNS_RELU
+#ifndef MOCK_BEFORE_EXECUTE
+#define MOCK_BEFORE_EXECUTE()
+#endif
+
+static int mock_is_relu(const BackendLayerDescription *layer)
+{
+    const BackendActivationDescriptor *d = (const BackendActivationDescriptor *)layer->descriptor;
+    if (layer->layer_type != BACKEND_LAYER_ACTIVATION || layer->num_inputs != 1 ||
+        layer->num_outputs != 1 || d == NULL || d->function != BACKEND_ACTIVATION_RELU ||
+        layer->inputs[0].data_type != BACKEND_DATA_TYPE_FLOAT32 ||
+        layer->inputs[0].num_dimensions != layer->outputs[0].num_dimensions)
+        return 0;
+    for (uint32_t i = 0; i < layer->inputs[0].num_dimensions; i++)
+        if (layer->inputs[0].dimensions[i] != layer->outputs[0].dimensions[i])
+            return 0;
+    return 1;
+}
+
+static BackendStatus mock_relu_execute(BackendWorkload *self, const BackendBuffer *inputs,
+                                       uint32_t num_inputs, const BackendBuffer *outputs,
+                                       uint32_t num_outputs, char *message, size_t message_size)
+{
+    const float *x;
+    float *y;
+    (void)self;
+    MOCK_BEFORE_EXECUTE();
+    if (num_inputs != 1 || num_outputs != 1 || inputs[0].size_bytes != outputs[0].size_bytes) {
+        if (message != NULL && message_size > 0)
+            snprintf(message, message_size, "relu takes one input and one output of one size");
+        return BACKEND_STATUS_INVALID_ARGUMENT;
+    }
+    x = (const float *)inputs[0].data;
+    y = (float *)outputs[0].data;
+    for (uint64_t i = 0; i < inputs[0].size_bytes / sizeof(float); i++)
+        y[i] = x[i] > 0 ? x[i] : 0;
+    return BACKEND_STATUS_OK;
+}
+
+static void mock_relu_destroy(BackendWorkload *self)
+{
+    free(self);
+}
+#endif
 
 static BackendStatus mock_is_layer_supported(const BackendInstance *self,
                                              const BackendLayerDescription *layer,
                                              char *message, size_t message_size)
 {
     (void)self;
+#ifdef MOCK_RUNS_RELU
+    if (mock_is_relu(layer))
+        return BACKEND_STATUS_OK;
+#else
     (void)layer;
+#endif
     return mock_refuse(message, message_size);
 }
 
@@ -65,8 +121,21 @@ static BackendStatus mock_create_workload(BackendWorkloadFactory *self,
                                           size_t message_size)
 {
     (void)self;
-    (void)layer;
     *workload = NULL;
+#ifdef MOCK_RUNS_RELU
+    if (mock_is_relu(layer)) {
+        BackendWorkload *created = calloc(1, sizeof *created);
+        if (created == NULL)
+            return BACKEND_STATUS_OUT_OF_MEMORY;
+        created->struct_size = (uint32_t)sizeof *created;
+        created->execute = mock_relu_execute;
+        created->destroy = mock_relu_destroy;
+        *workload = created;
+        return BACKEND_STATUS_OK;
+    }
+#else
+    (void)layer;
+#endif
     return mock_refuse(message, message_size);
 }
 

@@ -8,8 +8,10 @@
  *   - fully connected and conv2d are both expressed as that GEMM; conv2d packs
  *     its im2col operand directly from the NHWC input, block by block, so no
  *     full im2col matrix is ever materialized;
- *   - the cheaper kernels are written as simple loops over contiguous channel
- *     rows that the compiler vectorizes at the baseline ISA.
+ *   - the cheaper kernels work on contiguous channel rows with 4-lane GCC
+ *     vector types (baseline SSE2 / NEON), no run-time dispatch;
+ *   - threads are plain pthreads created per call (no pool, no global state
+ *     besides the once-initialized thread count and ISA choice).
  *
  * Test hooks (compile time only): -DRK_NO_AVX512 disables the AVX-512 path,
  * -DRK_NO_X86_SIMD disables every intrinsic path, so the portable code can be
@@ -33,6 +35,34 @@
 
 #define RK_MAX_THREADS 64
 #define RK_ALIGN 64
+
+/*
+ * Threading thresholds: minimum work per thread before another thread is
+ * started. A thread start costs ~40-100 us on the 2-vCPU development VM (more
+ * when the scheduler first puts it on the caller's core); below these sizes a
+ * second thread was measured to make calls slower, not faster.
+ *   GEMM (fully connected, conv2d): flops.
+ *   depthwise: 2x RK_SMALL_MIN_WORK_PER_THREAD flops; pooling: that many
+ *   window elements visited.
+ * Overridable at compile time (the tests lower them to exercise the threaded
+ * paths on small shapes).
+ */
+#ifndef RK_GEMM_MIN_FLOP_PER_THREAD
+#define RK_GEMM_MIN_FLOP_PER_THREAD 24e6
+#endif
+#ifndef RK_SMALL_MIN_WORK_PER_THREAD
+#define RK_SMALL_MIN_WORK_PER_THREAD 2e6
+#endif
+/* GEMM work units per thread: enough that a thread started late or slowed
+   down by other load is absorbed by the others. */
+#ifndef RK_UNITS_PER_THREAD
+#define RK_UNITS_PER_THREAD 8
+#endif
+
+/* Shared packed-B budget; beyond it B is processed in column slabs of at
+   least RK_MIN_SLAB_COLS columns (so A is not re-packed too often). */
+#define RK_SLAB_BYTES ((int64_t)16 << 20)
+#define RK_MIN_SLAB_COLS 256
 
 static int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
 static int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
@@ -669,14 +699,16 @@ static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
     return ceil_div(b, unit) * unit;
 }
 
-#ifndef RK_UNITS_PER_THREAD
-#define RK_UNITS_PER_THREAD 4 /* work units per thread, for load balance */
-#endif
-
-/* Shared packed-B budget; beyond it B is processed in column slabs. */
-#define RK_SLAB_BYTES ((int64_t)16 << 20)
-#define RK_MIN_SLAB_COLS 256
-
+/*
+ * gemm_run: C = A * B + bias as described by op; M, N, K >= 0.
+ * Scratch (one allocation per call, freed before returning):
+ *   packed B slab: K x min(N, slab) floats rounded up to NR columns, where the
+ *   slab is all of N if that fits RK_SLAB_BYTES (16 MiB), else the widest
+ *   slab that fits, but at least RK_MIN_SLAB_COLS columns (so at most
+ *   max(16 MiB, 1 KiB * K));
+ *   plus one packed A block per thread, at most 336 x 384 floats (516 KiB).
+ * Returns 1 if that allocation fails (C untouched), else 0.
+ */
 static int gemm_run(const gemm_op *op)
 {
     const ukr_desc *u = op->u;
@@ -711,7 +743,7 @@ static int gemm_run(const gemm_op *op)
        busy core), and the shared B packing is a short serial-ish phase:
        measured, a second thread only pays off from ~50 MFLOP on. */
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = threads_for(flops, 24e6);
+    int nt = threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
     /* Units: start from the cache-sized block and shrink until every thread
        can claim several, so late finishers are absorbed by the others. */
@@ -833,7 +865,10 @@ static void fc_few_rows(const float *x, const float *w, const float *bias, float
 /*
  * rk_fully_connected: y[n, m] = x[n, k] @ W + bias, W = w.T ([m, k] storage) if
  * transpose_weights else w ([k, m] storage). bias [m] or NULL.
- * Preconditions: n, k, m >= 0; y does not alias x, w or bias.
+ * Preconditions: n, k, m >= 0 (k = 0 gives y = bias); y does not alias x, w
+ * or bias. n <= 2 streams w without scratch; otherwise GEMM scratch as for
+ * gemm_run (for n=512, k=m=1024: 4 MiB + 0.5 MiB per thread).
+ * Returns 1 if the scratch allocation fails.
  */
 int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,
                        int64_t n, int64_t k, int64_t m, int transpose_weights)
@@ -872,10 +907,12 @@ int rk_fully_connected(const float *x, const float *w, const float *bias, float 
 
 /*
  * rk_conv2d: y[n, oh, ow, o] = conv(x[n, h, w, c], filt[o, kh, kw, c]) + bias[o].
- * Preconditions: all sizes >= 1, strides and dilations >= 1, pads >= 0,
- * oh/ow from the formula in kernels.h; y does not alias the inputs.
- * Scratch: per worker thread one packed A block (<= 336 x 384 floats) and one
- * packed B block (<= 384 x 2048 floats), about 3.6 MiB per thread at most.
+ * Preconditions: sizes >= 0 (o or an output dim of 0 does nothing), kh, kw,
+ * c, strides and dilations >= 1, pads >= 0, oh/ow from the formula in
+ * kernels.h; y does not alias the inputs.
+ * GEMM with M = n*oh*ow, N = o, K = kh*kw*c; scratch as for gemm_run (for
+ * typical layers about the size of the filter plus 0.5 MiB per thread).
+ * Returns 1 if the scratch allocation fails.
  */
 int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t o)
 {
@@ -1012,8 +1049,9 @@ int rk_depthwise_conv2d(const float *x, const float *filt, const float *bias, fl
     const int64_t rows = p->n * p->oh;
     if (rows <= 0 || p->ow <= 0 || p->c <= 0 || mult <= 0)
         return 0;
+    /* ~200 us of single-thread work per extra thread covers its start-up */
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
-    int nt = threads_for(work, 2e6);
+    int nt = threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
     if (nt > rows)
         nt = (int)rows;
     dw_task tasks[RK_MAX_THREADS];
@@ -1123,7 +1161,9 @@ static void *pool_task_run(void *arg)
 /*
  * rk_pool2d: y[n, oh, ow, c] = max or mean over the real elements of each
  * kh x kw window (stride, padding as in conv; dilation fields ignored).
- * Preconditions: as rk_conv2d; every window overlaps the image. No scratch.
+ * Preconditions: as rk_conv2d; every window overlaps the image (a window
+ * that does not gets 0). pool is RK_POOL_MAX, anything else averages.
+ * NaN inputs: average propagates them, max does not reliably. No scratch.
  */
 int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
 {
@@ -1131,7 +1171,7 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
     if (rows <= 0 || p->ow <= 0 || p->c <= 0)
         return 0;
     double work = (double)rows * (double)p->ow * (double)p->c * (double)(p->kh * p->kw);
-    int nt = threads_for(work, 2e6);
+    int nt = threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD);
     if (nt > rows)
         nt = (int)rows;
     pool_task tasks[RK_MAX_THREADS];
@@ -1162,8 +1202,8 @@ static inline vf4 exp_v4(vf4 x)
     /* unsigned lanes: the exponent arithmetic wraps (defined) for NaN input */
     const vu4 magic_bits = (vu4){ 0x4B400000u, 0x4B400000u, 0x4B400000u, 0x4B400000u };
     const vu4 bias = (vu4){ 127u, 127u, 127u, 127u };
-    /* clamp so n stays in [-150, 128]; beyond that the result is 0 or inf anyway
-       (comparisons are false for NaN, which therefore passes through) */
+    /* clamp so n stays in [-150, 128]; beyond that the result is 0 or inf
+       anyway (x is the second operand, so a NaN passes through) */
     x = vf4_max(vf4_splat(-104.0f), x);
     x = vf4_min(vf4_splat(89.0f), x);
     vf4 n = (x * vf4_splat(1.44269504088896341f) + magic) - magic;
@@ -1270,8 +1310,10 @@ int rk_activation(const float *x, float *y, int64_t count, int function, float a
 }
 
 /*
- * rk_binary: out = a (+|*) b with NumPy broadcasting. Shapes padded to rank
- * (1..8); out must not alias a or b unless it has identical shape to it.
+ * rk_binary: out[out_shape] = a + b (RK_ADD) or a * b (RK_MUL; any other op
+ * adds) with NumPy broadcasting. Shapes padded to rank (1..8; anything else
+ * does nothing); a dimension of size 0 makes it a no-op. out may be the same
+ * buffer as a or b only if that input has the full output shape. No scratch.
  * Dimensions are coalesced first, so the innermost loop is as long as possible
  * and is one of: both contiguous, a broadcast scalar, b broadcast scalar.
  */
@@ -1365,7 +1407,8 @@ int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, co
 
 /*
  * rk_softmax: y[r, :] = exp(beta*x[r, :] - max_j beta*x[r, j]) / sum, for
- * `rows` rows of `cols` contiguous values. y may equal x. No scratch.
+ * `rows` rows of `cols` contiguous values (y has the shape of x); y may equal
+ * x. exp is the vectorized exp_v4 (about 3 ulp). No scratch.
  */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta)
 {

@@ -5,8 +5,10 @@
  * arguments meeting the documented preconditions no function reads or writes
  * out of bounds. Return value: 0 on success, nonzero only when a scratch
  * allocation failed (the output is then unspecified). Outputs must not alias
- * inputs, except rk_activation and rk_softmax, which may run in place (y == x).
- * All functions are reentrant and may be called concurrently from several threads.
+ * inputs, except: rk_activation and rk_softmax may run in place (y == x), and
+ * rk_binary may write over an input that has the full output shape.
+ * All functions are reentrant and may be called concurrently from several threads;
+ * the heavy ones start up to rk_thread_count() - 1 short-lived pthreads per call.
  */
 #ifndef RK_KERNELS_H
 #define RK_KERNELS_H

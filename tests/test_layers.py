@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 import loader
-import numpy_reference as ref
+from conformance import reference as ref
 
 RTOL, ATOL = 1e-4, 1e-5
 

@@ -1,5 +1,5 @@
-"""Plain NumPy implementations of the contract's layers, written from the definitions, used as
-the ground truth the backends are compared with. Clarity over speed; float64 inside."""
+"""Plain NumPy implementations of the layers, written from their definitions: the ground truth
+the kit (and the test suite) compares backends with. Clarity over speed; float64 inside."""
 import numpy as np
 
 
@@ -76,3 +76,43 @@ def softmax(x, beta=1.0):
     z = z - z.max(axis=-1, keepdims=True)
     e = np.exp(z)
     return e / e.sum(axis=-1, keepdims=True)
+
+
+def reshape(x, shape):
+    return np.reshape(x.astype(np.float64), shape)
+
+
+def evaluate(layer, inputs, descriptor):
+    """The reference output of ``layer`` for ``inputs`` (a list of arrays) and ``descriptor``."""
+    d = dict(descriptor or {})
+    if layer == "Activation":
+        return activation(inputs[0], d["function"], d.get("a", 0.0), d.get("b", 0.0))
+    if layer == "Addition":
+        return inputs[0].astype(np.float64) + inputs[1]
+    if layer == "Multiplication":
+        return inputs[0].astype(np.float64) * inputs[1]
+    if layer == "FullyConnected":
+        return fully_connected(*inputs[:2], inputs[2] if len(inputs) > 2 else None,
+                               d.get("transpose_weights", True))
+    if layer in ("Convolution2d", "DepthwiseConvolution2d"):
+        fn = convolution2d if layer == "Convolution2d" else depthwise_convolution2d
+        return fn(inputs[0], inputs[1], inputs[2] if len(inputs) > 2 else None,
+                  _pair(d.get("stride", 1)), _sides(d.get("padding", 0)), _pair(d.get("dilation", 1)))
+    if layer == "Pooling2d":
+        return pooling2d(inputs[0], d["pool"], _pair(d["kernel"]), _pair(d.get("stride", 1)),
+                         _sides(d.get("padding", 0)))
+    if layer == "Softmax":
+        return softmax(inputs[0], d.get("beta", 1.0))
+    if layer == "Reshape":
+        return reshape(inputs[0], d["shape"])
+    raise ValueError(f"no reference for {layer}")
+
+
+def _pair(value):
+    return (value, value) if isinstance(value, int) else tuple(value)
+
+
+def _sides(value):
+    if isinstance(value, int):
+        return (value,) * 4
+    return (value[0], value[0], value[1], value[1]) if len(value) == 2 else tuple(value)

@@ -1,0 +1,175 @@
+"""Reports of a run: the JSON summary, JUnit XML and the terminal summary."""
+import hashlib
+import os
+import shlex
+import sys
+from typing import Dict, Optional
+from xml.etree import ElementTree
+
+from conformance.runner import BREAKING, STATUSES, Result, Run
+
+KIT_VERSION = "0.1.0"
+
+
+def reproduce_command(run: Run, case_id: str) -> str:
+    return (f"backend-conformance run --backend {shlex.quote(run.backend_file)} "
+            f"-k {shlex.quote(case_id)}")
+
+
+def _sha256(path: str) -> Optional[str]:
+    try:
+        digest = hashlib.sha256()
+        with open(path, "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                digest.update(block)
+        return digest.hexdigest()
+    except OSError:
+        return None
+
+
+def counts(run: Run) -> Dict[str, int]:
+    result = {status: 0 for status in STATUSES}
+    for r in run.results:
+        result[r.status] += 1
+    result["BLOCKED"] = len(run.blocked)
+    return result
+
+
+def summary(run: Run, expectations=None) -> dict:
+    """The JSON summary."""
+    import loader
+    cases = []
+    for r in run.results:
+        item = {"id": r.case.id, "requirement": r.case.requirement, "status": r.status,
+                "stage": r.stage, "message": r.message, "seconds": round(r.seconds, 4)}
+        if r.status not in ("PASS", "NOT_SUPPORTED"):
+            item["reproduce"] = reproduce_command(run, r.case.id)
+        if expectations is not None:
+            item["expected_failure"] = expectations.reason_for(r.case.id)
+        cases.append(item)
+    document = {
+        "verdict": "conformant" if run.conformant else "not-conformant",
+        "backend": {"file": run.backend_file, "id": run.backend_id, "version": run.backend_version,
+                    "sha256": _sha256(run.backend_file)},
+        "kit_version": KIT_VERSION,
+        "api_version": str(loader.BACKEND_API_VERSION),
+        "counts": counts(run),
+        "duration_seconds": round(run.seconds, 3),
+        "cases": cases,
+        "blocked": None,
+    }
+    if run.blocked:
+        document["blocked"] = {"by": run.blocked_by.case.id, "reason": run.blocked_by.message,
+                               "cases": [c.id for c in run.blocked]}
+    if expectations is not None:
+        document["expectations"] = expectations.findings(run)
+    return document
+
+
+def junit_xml(run: Run) -> bytes:
+    c = counts(run)
+    suite = ElementTree.Element("testsuite", {
+        "name": "backend-conformance", "tests": str(len(run.results) + len(run.blocked)),
+        "failures": str(c["FAIL"]), "errors": str(c["CRASH"] + c["TIMEOUT"] + c["ERROR"]),
+        "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"]), "time": f"{run.seconds:.3f}"})
+    properties = ElementTree.SubElement(suite, "properties")
+    for name, value in (("backend", run.backend_file), ("backend_id", run.backend_id or ""),
+                        ("backend_version", run.backend_version or "")):
+        ElementTree.SubElement(properties, "property", {"name": name, "value": value})
+    for r in run.results:
+        case = ElementTree.SubElement(suite, "testcase", {
+            "classname": f"conformance.{r.stage}", "name": r.case.id, "time": f"{r.seconds:.4f}"})
+        text = f"{r.case.requirement}: {r.message}\nreproduce: {reproduce_command(run, r.case.id)}"
+        if r.status == "FAIL":
+            ElementTree.SubElement(case, "failure", {"message": r.message[:500], "type": "FAIL"}).text = text
+        elif r.status in ("CRASH", "TIMEOUT", "ERROR"):
+            ElementTree.SubElement(case, "error", {"message": r.message[:500], "type": r.status}).text = text
+        elif r.status == "NOT_SUPPORTED":
+            ElementTree.SubElement(case, "skipped", {"message": f"not supported: {r.message}"})
+        elif r.status == "WARNING":
+            ElementTree.SubElement(case, "system-out").text = f"WARNING {r.case.requirement}: {r.message}"
+    for blocked in run.blocked:
+        case = ElementTree.SubElement(suite, "testcase", {
+            "classname": f"conformance.{blocked.stage}", "name": blocked.id, "time": "0"})
+        ElementTree.SubElement(case, "skipped", {
+            "message": f"blocked: {run.blocked_by.case.id} failed ({run.blocked_by.status})"})
+    return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
+
+
+class Progress:
+    """One line that rewrites itself on a terminal; non-passes are printed as they happen."""
+
+    def __init__(self, stream=sys.stderr, quiet=False):
+        self.stream = stream
+        self.quiet = quiet
+        self.tty = stream.isatty()
+
+    def __call__(self, result: Result, done: int, total: int):
+        if self.quiet:
+            return
+        if result.status in BREAKING or result.status == "WARNING":
+            if self.tty:
+                self.stream.write("\r\x1b[K")
+            self.stream.write(f"{result.status:<8} {result.case.id}: {_first_line(result.message)}\n")
+        if self.tty:
+            self.stream.write(f"\r\x1b[K[{done}/{total}] {result.case.id}")
+            if done == total:
+                self.stream.write("\r\x1b[K")
+        self.stream.flush()
+
+
+def _first_line(text: str, width: int = 160) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= width else line[:width - 1] + "…"
+
+
+def terminal_summary(run: Run, expectations=None) -> str:
+    c = counts(run)
+    stages = []
+    for r in run.results:
+        if r.stage not in stages:
+            stages.append(r.stage)
+    lines = ["", f"backend  {run.backend_file}",
+             f"id       {run.backend_id or '?'}   Backend API {run.backend_version or '?'}", ""]
+    header = f"{'stage':<12}" + "".join(f"{s:>14}" for s in STATUSES)
+    lines.append(header)
+    for stage in stages:
+        row = {s: 0 for s in STATUSES}
+        for r in run.results:
+            if r.stage == stage:
+                row[r.status] += 1
+        lines.append(f"{stage:<12}" + "".join(f"{row[s] or '.':>14}" for s in STATUSES))
+    lines.append(f"{'total':<12}" + "".join(f"{c[s]:>14}" for s in STATUSES))
+    problems = [r for r in run.results if r.status in BREAKING]
+    if problems:
+        lines += ["", "Failures (each line ends with the command that reproduces it):"]
+        for r in problems:
+            expected = expectations.reason_for(r.case.id) if expectations else None
+            note = f" [expected: {expected}]" if expected else ""
+            lines.append(f"  {r.status:<8} {r.case.id} ({r.case.requirement}, stage {r.stage})"
+                         f"{note}: {_first_line(r.message)}")
+            lines.append(f"           $ {reproduce_command(run, r.case.id)}")
+    warnings = [r for r in run.results if r.status == "WARNING"]
+    if warnings:
+        lines += ["", "Warnings:"]
+        lines += [f"  {r.case.id} ({r.case.requirement}): {_first_line(r.message)}" for r in warnings]
+    if run.blocked:
+        lines += ["", f"{len(run.blocked)} cases were not run: {run.blocked_by.case.id} "
+                      f"({run.blocked_by.case.requirement}) must pass first; it ended "
+                      f"{run.blocked_by.status}: {_first_line(run.blocked_by.message)}"]
+    if expectations is not None:
+        for finding in expectations.findings(run)["unexpected_passes"]:
+            lines.append(f"  unexpected pass: {finding} is listed as an expected failure")
+        for entry in expectations.findings(run)["unmatched"]:
+            lines.append(f"  expectations entry {entry!r} matches no case")
+    verdict = "CONFORMANT" if run.conformant else "NOT CONFORMANT"
+    lines += ["", f"{verdict}  ({len(run.results)} run, {c['BLOCKED']} blocked, "
+                  f"{run.seconds:.2f} s)"]
+    return "\n".join(lines) + "\n"
+
+
+def write(path: str, data: bytes):
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "wb") as f:
+        f.write(data)

@@ -1,0 +1,40 @@
+"""The requirements a conformant backend meets, by ID. conformance/REQUIREMENTS.md states each in
+full; the test suite checks that the two list the same IDs."""
+from dataclasses import dataclass
+from typing import Dict
+
+
+@dataclass(frozen=True)
+class Requirement:
+    id: str
+    title: str
+    optional: bool = False       # a backend may say "not supported" (NOT_SUPPORTED, not FAIL)
+    loader_enforced: bool = False
+
+
+REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
+    Requirement("FILE-1", "the file name follows <vendor>_<name>_backend.so[.version]", loader_enforced=True),
+    Requirement("FILE-2", "an ELF shared object of this machine's class and architecture", loader_enforced=True),
+    Requirement("FILE-3", "exports GetBackendId, GetVersion and BackendFactory with C linkage", loader_enforced=True),
+    Requirement("FILE-4", "exports little beyond the entry points (symbol hygiene)"),
+    Requirement("FILE-5", "every needed library can be found", loader_enforced=True),
+    Requirement("ENTRY-1", "loads with dlopen(RTLD_NOW | RTLD_LOCAL) without crashing", loader_enforced=True),
+    Requirement("ENTRY-2", "GetBackendId returns a valid id", loader_enforced=True),
+    Requirement("ENTRY-3", "the id is the same on every call and from every instance"),
+    Requirement("ENTRY-4", "GetVersion is compatible with the kit's Backend API", loader_enforced=True),
+    Requirement("ENTRY-5", "BackendFactory returns a well-formed instance with the same id", loader_enforced=True),
+    Requirement("ABI-1", "every struct is at least as large as its declared version needs"),
+    Requirement("ABI-2", "every required function pointer is present", loader_enforced=True),
+    Requirement("ABI-3", "optional functions are reported consistently and work when present"),
+    Requirement("ABI-4", "capabilities are answered, well-formed and stable"),
+    Requirement("LIFE-1", "repeated create/destroy does not leak"),
+    Requirement("LIFE-2", "objects stay valid after the instance that created them is destroyed"),
+    Requirement("LIFE-3", "a backend context accepts load/unload notifications in order", optional=True),
+    Requirement("LIFE-4", "a memory manager's acquire and release balance", optional=True),
+    Requirement("LIFE-5", "the library unloads, is unmapped, and loads again"),
+    Requirement("SUP-1", "a supported layer can be created"),
+    Requirement("SUP-2", "a malformed or unsupported layer gets a clean refusal with a reason"),
+    Requirement("SUP-3", "support answers are deterministic"),
+    Requirement("LAYER-1", "every layer it claims matches the NumPy reference within tolerance", optional=True),
+    Requirement("CONC-1", "instances and workloads work from several threads at once"),
+]}

@@ -1,0 +1,284 @@
+"""The controlling side of the kit: runs file cases itself, hands every other case to a worker
+process, watches it, and turns a crash, an exit or a hang into a result instead of a failure of
+the kit. The controlling process never loads the vendor library.
+"""
+import fnmatch
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterable, List, Optional
+
+from conformance import cases as _cases
+from conformance.cases import Case
+
+STATUSES = ("PASS", "WARNING", "NOT_SUPPORTED", "FAIL", "CRASH", "TIMEOUT", "ERROR")
+BREAKING = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
+DEFAULT_TIMEOUT = 10.0
+STARTUP_TIMEOUT = 60.0  # Python, NumPy and the loader importing on a busy machine
+
+
+@dataclass
+class Result:
+    case: Case
+    status: str
+    message: str = ""
+    seconds: float = 0.0
+
+    @property
+    def stage(self) -> str:
+        return self.case.stage
+
+
+@dataclass
+class Run:
+    """Everything one run found."""
+
+    backend_file: str
+    results: List[Result] = field(default_factory=list)
+    blocked: List[Case] = field(default_factory=list)
+    blocked_by: Optional[Result] = None
+    backend_id: Optional[str] = None
+    backend_version: Optional[str] = None
+    seconds: float = 0.0
+
+    @property
+    def conformant(self) -> bool:
+        return not self.blocked and all(r.status not in BREAKING for r in self.results)
+
+
+def select_cases(expression: Optional[str]) -> List[Case]:
+    """Cases whose id matches ``expression``: comma-separated substrings or globs, each optionally
+    prefixed with ``not `` to exclude. None selects every case."""
+    ordered = _cases.ordered_cases()
+    if not expression:
+        return ordered
+    include, exclude = [], []
+    for term in (t.strip() for t in expression.split(",")):
+        if term.startswith("not "):
+            exclude.append(term[4:].strip())
+        elif term:
+            include.append(term)
+
+    def matches(case_id, term):
+        return fnmatch.fnmatchcase(case_id, term) if any(c in term for c in "*?[") else term in case_id
+    return [c for c in ordered
+            if (not include or any(matches(c.id, t) for t in include))
+            and not any(matches(c.id, t) for t in exclude)]
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+class Worker:
+    """One worker process with the library loaded; restarted by the controller after it dies."""
+
+    def __init__(self, backend_file: str, log):
+        self.log = log
+        command_read, self.command_write = os.pipe()
+        self.event_read, event_write = os.pipe()
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "conformance.worker", backend_file, str(command_read),
+             str(event_write)],
+            pass_fds=(command_read, event_write), stdin=subprocess.DEVNULL, stdout=log,
+            stderr=log, cwd="/", env=env, start_new_session=True)
+        os.close(command_read)
+        os.close(event_write)
+        self.buffer = b""
+        self.loaded: Optional[dict] = None
+
+    def next_event(self, timeout: float) -> Optional[dict]:
+        """The next event; None at end of file; raises TimeoutError."""
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError
+            ready, _, _ = select.select([self.event_read], [], [], remaining)
+            if not ready:
+                raise TimeoutError
+            chunk = os.read(self.event_read, 65536)
+            if not chunk:
+                return None
+            self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def send(self, **command) -> bool:
+        try:
+            os.write(self.command_write, (json.dumps(command) + "\n").encode())
+            return True
+        except OSError:  # the worker is gone
+            return False
+
+    def death(self) -> str:
+        """How the process ended (it has closed its event pipe)."""
+        try:
+            code = self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.kill()
+            return "stopped answering"
+        if code < 0:
+            return f"was killed by {_signal_name(-code)}"
+        return f"exited with status {code}"
+
+    def kill(self):
+        try:
+            os.killpg(self.process.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.process.wait()
+
+    def close(self):
+        for fd in (self.command_write, self.event_read):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        if self.process.poll() is None:
+            try:
+                self.process.wait(timeout=2)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class Controller:
+    """Runs cases against one backend file with crash isolation."""
+
+    def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT,
+                 progress: Optional[Callable[[Result, int, int], None]] = None):
+        self.backend_file = os.path.abspath(backend_file)
+        self.timeout = timeout
+        self.progress = progress
+        self.worker: Optional[Worker] = None
+        self.identity: Optional[dict] = None   # id and version, as the first worker read them
+        self.log = tempfile.TemporaryFile()
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def _worker_output(self) -> str:
+        self.log.seek(0)
+        tail = self.log.read()[-600:].decode("utf-8", "replace").strip()
+        self.log.seek(0, os.SEEK_END)
+        return f"; its last output: {tail}" if tail else ""
+
+    def _start_worker(self) -> Optional[Result]:
+        """A worker with the library loaded, or the result that explains why there is none."""
+        load_case = _cases.CASES["entry.load"]
+        self.worker = Worker(self.backend_file, self.log)
+        try:
+            event = self.worker.next_event(STARTUP_TIMEOUT)  # "loading": Python is up
+            if event is not None:
+                event = self.worker.next_event(self.timeout)
+        except TimeoutError:
+            self.worker.kill()
+            self.worker = None
+            return Result(load_case, "TIMEOUT", f"loading the library did not finish in "
+                                                f"{self.timeout:g} s")
+        if event is None:
+            how = self.worker.death()
+            self.worker = None
+            return Result(load_case, "CRASH", f"the worker {how} while loading the library"
+                                              f"{self._worker_output()}")
+        self.worker.loaded = event
+        self.identity = self.identity or {k: event.get(k) for k in ("id", "version")}
+        return None
+
+    def _stop_worker(self):
+        if self.worker is not None:
+            self.worker.close()
+            self.worker = None
+
+    # -- cases -----------------------------------------------------------------------------
+
+    def _run_in_controller(self, case: Case) -> Result:
+        try:
+            case.function(_FileSubject(self.backend_file))
+            return Result(case, "PASS")
+        except _cases.Failed as error:
+            return Result(case, "FAIL", str(error))
+        except _cases.NotSupported as error:
+            return Result(case, "NOT_SUPPORTED", str(error))
+        except _cases.Warning_ as error:
+            return Result(case, "WARNING", str(error))
+        except Exception as error:
+            return Result(case, "ERROR", f"{type(error).__name__}: {error}")
+
+    def _run_in_worker(self, case: Case) -> Result:
+        if self.worker is None:
+            failure = self._start_worker()
+            if failure is not None:
+                return failure if case.id == "entry.load" else Result(
+                    case, failure.status, f"could not load the library: {failure.message}")
+        worker = self.worker
+        if not worker.send(case=case.id):
+            self._stop_worker()
+            return Result(case, "CRASH", "the worker was gone before the case started")
+        try:
+            event = worker.next_event(self.timeout)
+            if event is not None and event.get("event") == "start":
+                event = worker.next_event(self.timeout)
+        except TimeoutError:
+            worker.kill()
+            self._stop_worker()
+            return Result(case, "TIMEOUT", f"no answer within {self.timeout:g} s; the worker "
+                                           f"was killed")
+        if event is None:
+            how = worker.death()
+            self._stop_worker()
+            return Result(case, "CRASH", f"the worker {how} during the case"
+                                         f"{self._worker_output()}")
+        return Result(case, event["status"], event.get("message", ""))
+
+    def run_one(self, case: Case) -> Result:
+        """Run one case (starting a worker if none is running)."""
+        started = time.monotonic()
+        result = self._run_in_controller(case) if case.in_controller else self._run_in_worker(case)
+        result.seconds = time.monotonic() - started
+        return result
+
+    def close(self):
+        self._stop_worker()
+        self.log.close()
+
+    def run(self, selected: Iterable[Case]) -> Run:
+        started = time.monotonic()
+        run = Run(self.backend_file)
+        selected = list(selected)
+        try:
+            for index, case in enumerate(selected):
+                if run.blocked_by is not None:
+                    run.blocked.append(case)
+                    continue
+                result = self.run_one(case)
+                run.results.append(result)
+                if self.progress:
+                    self.progress(result, index + 1, len(selected))
+                if case.blocking and result.status in BREAKING:
+                    run.blocked_by = result
+        finally:
+            self.close()
+        if self.identity:
+            run.backend_id, run.backend_version = self.identity["id"], self.identity["version"]
+        run.seconds = time.monotonic() - started
+        return run
+
+
+class _FileSubject:
+    def __init__(self, path):
+        self.path = path
+
+
+def run_cases(backend_file: str, expression: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
+              progress=None) -> Run:
+    return Controller(backend_file, timeout, progress).run(select_cases(expression))

@@ -1,0 +1,101 @@
+"""A worker process of the conformance kit: loads the backend library and runs the cases it is
+sent, announcing each before calling into the backend.
+
+    python -m conformance.worker FILE COMMAND_FD EVENT_FD
+
+Commands and events are JSON lines on the two inherited pipes (never stdout, which the vendor's
+code may write to). Events: ``loading``, then ``loaded``; per case ``start``, then ``done`` with
+a status and a message. If the process dies between ``start`` and ``done``, the controller
+records a crash of that case.
+"""
+import gc
+import json
+import os
+import sys
+import traceback
+
+
+class Subject:
+    """The library under test, as the cases see it."""
+
+    def __init__(self, path):
+        self.path = path
+        self.library = None
+        self.load_failure = None
+
+    def load(self):
+        from loader import _core
+        from loader.loading import check_backend_id
+        library, reason, detail = _core.Library.open(self.path)
+        if library is None:
+            self.load_failure = f"{reason}: {detail}"
+            return
+        self.library, self.load_failure = library, None
+        backend_id, _ = check_backend_id(library.read_backend_id())
+        major, minor = library.read_version()
+        if backend_id is not None:
+            library.accept(backend_id, major, minor)
+
+    def unload(self):
+        if self.library is not None:
+            self.library.close()
+            self.library = None
+
+    def mapped(self):
+        real = os.path.realpath(self.path)
+        with open("/proc/self/maps") as f:
+            return any(line.rstrip("\n").endswith(" " + real) for line in f)
+
+    def backend(self):
+        return self.library.create_backend()
+
+
+def main(argv):
+    path, command_fd, event_fd = argv[1], int(argv[2]), int(argv[3])
+    commands = os.fdopen(command_fd, "r")
+    events = os.fdopen(event_fd, "w", buffering=1)
+
+    def send(**event):
+        events.write(json.dumps(event) + "\n")
+        events.flush()
+
+    # Import everything the cases need before touching the library.
+    from conformance import cases
+    import loader
+
+    subject = Subject(path)
+    send(event="loading")
+    subject.load()
+    identity = {}
+    if subject.library is not None:
+        raw = subject.library.read_backend_id()
+        identity = {"id": None if raw is None else raw.decode("ascii", "backslashreplace"),
+                    "version": "%d.%d" % subject.library.read_version()}
+    send(event="loaded", failure=subject.load_failure, **identity)
+
+    for line in commands:
+        command = json.loads(line)
+        case = cases.INFO if command["case"] == "info" else cases.CASES[command["case"]]
+        send(event="start", case=case.id)
+        try:
+            if subject.library is None and case.id != "entry.load":
+                raise cases.Failed(f"the library is not loaded: {subject.load_failure}")
+            status, message = "PASS", case.function(subject) or ""
+        except cases.Failed as error:
+            status, message = "FAIL", str(error)
+        except cases.NotSupported as error:
+            status, message = "NOT_SUPPORTED", str(error)
+        except cases.Warning_ as error:
+            status, message = "WARNING", str(error)
+        except loader.BackendError as error:  # the backend misbehaved where the case did not expect it
+            status, message = "FAIL", f"{type(error).__name__}: {error}"
+        except Exception as error:  # the case itself broke: not the backend's verdict
+            status = "ERROR"
+            message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
+        gc.collect()
+        send(event="done", case=case.id, status=status, message=message)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
