@@ -87,6 +87,8 @@ def main(argv):
             status, message = "NOT_SUPPORTED", str(error)
         except cases.Warning_ as error:
             status, message = "WARNING", str(error)
+        except loader.FeatureNotAvailableError as error:  # declared absent by version or NULL
+            status, message = "NOT_SUPPORTED", str(error)
         except loader.BackendError as error:  # the backend misbehaved where the case did not expect it
             status, message = "FAIL", f"{type(error).__name__}: {error}"
         except Exception as error:  # the case itself broke: not the backend's verdict

@@ -1,0 +1,281 @@
+"""The conformance kit on the reference backend, on every broken or hostile mock, and through
+each of its front doors."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from xml.etree import ElementTree
+
+import pytest
+
+import mock_backends
+import reference_backend
+from conformance import cases, runner
+from conformance.requirements import REQUIREMENTS
+
+TIMEOUT = 2.0  # per case; the hanging mocks cost this much each
+
+
+def run_kit(path, expression=None):
+    return runner.run_cases(path, expression, timeout=TIMEOUT)
+
+
+def statuses_of(run, requirement):
+    return {r.status for r in run.results if r.case.requirement == requirement}
+
+
+# mock -> (requirement that must break, statuses it may end with)
+BROKEN = {
+    # loader mocks: the loader refuses them, the kit says why
+    "missing_get_backend_id": ("FILE-3", {"FAIL"}),
+    "mangled_entry_points": ("FILE-3", {"FAIL"}),
+    "missing_dependency": ("FILE-5", {"FAIL"}),
+    "unresolved_symbol": ("ENTRY-1", {"FAIL"}),
+    "null_id": ("ENTRY-2", {"FAIL"}),
+    "id_with_space": ("ENTRY-2", {"FAIL"}),
+    "major_too_new": ("ENTRY-4", {"FAIL"}),
+    "minor_too_new": ("ENTRY-4", {"FAIL"}),
+    "factory_returns_null": ("ENTRY-5", {"FAIL"}),
+    "factory_malformed_instance": ("ENTRY-5", {"FAIL"}),
+    "factory_missing_required_function": ("ENTRY-5", {"FAIL"}),
+    # hostile mocks: the loader may take them, the kit must not
+    "crash_at_load": ("ENTRY-1", {"CRASH"}),
+    "hang_in_factory": ("ENTRY-5", {"TIMEOUT"}),
+    "unstable_id": ("ENTRY-3", {"FAIL"}),
+    "exit_in_capabilities": ("ABI-4", {"CRASH"}),
+    "leaks_instances": ("LIFE-1", {"FAIL"}),
+    "refuses_to_create": ("SUP-1", {"FAIL"}),
+    "abort_in_support_query": ("SUP-2", {"CRASH"}),
+    "crash_in_execute": ("LAYER-1", {"CRASH"}),
+    "wrong_convolution": ("LAYER-1", {"FAIL"}),
+}
+
+CONFORMANT = ["alpha", "minor_older"]
+
+
+def test_every_hostile_mock_is_in_the_table():
+    hostile = set(mock_backends.available(mock_backends.HOSTILE_DIR))
+    assert hostile <= {mock_backends.library_name(stem) for stem in BROKEN}
+
+
+def test_the_reference_backend_is_conformant():
+    run = run_kit(reference_backend.LIBRARY_PATH)
+    assert [(r.case.id, r.status, r.message) for r in run.results if r.status != "PASS"] == []
+    assert run.conformant and not run.blocked
+    assert (run.backend_id, run.backend_version) == ("CpuRef", "1.1")
+    assert {r.case.id for r in run.results} == set(cases.CASES)
+
+
+@pytest.mark.parametrize("stem", CONFORMANT)
+def test_minimal_but_valid_backends_are_conformant(stem):
+    run = run_kit(mock_backends.path(stem))
+    assert run.conformant, [(r.case.id, r.status, r.message) for r in run.results
+                            if r.status in runner.BREAKING]
+    assert statuses_of(run, "LAYER-1") == {"NOT_SUPPORTED"}
+
+
+@pytest.mark.parametrize("stem, expected", sorted(BROKEN.items()))
+def test_every_broken_backend_fails_its_requirement_and_the_kit_stands(stem, expected):
+    requirement, allowed = expected
+    run = run_kit(mock_backends.path(stem))
+    assert not run.conformant
+    broken = statuses_of(run, requirement)
+    assert broken & allowed, f"{requirement} ended {broken}; results: " + "; ".join(
+        f"{r.case.id}={r.status}" for r in run.results if r.status != "PASS")
+    for result in run.results:
+        if result.status in runner.BREAKING:
+            assert result.message and result.stage in cases.STAGES
+
+
+def test_a_crash_names_the_stage_and_the_signal():
+    run = run_kit(mock_backends.path("crash_in_execute"), "layers.activation-relu")
+    [result] = run.results
+    assert (result.status, result.stage) == ("CRASH", "layers")
+    assert "SIGSEGV" in result.message
+
+
+def test_an_exit_with_status_zero_is_a_crash_not_a_pass():
+    run = run_kit(mock_backends.path("exit_in_capabilities"), "abi.capabilities")
+    [result] = run.results
+    assert result.status == "CRASH" and "exited with status 0" in result.message
+
+
+def test_a_failed_entry_tier_blocks_the_rest_once():
+    run = run_kit(mock_backends.path("null_id"))
+    assert run.blocked_by.case.id == "entry.id"
+    assert len(run.blocked) > 30
+    assert [r.status for r in run.results if r.status in runner.BREAKING] == ["FAIL"]
+
+
+def test_a_crash_at_load_blocks_the_rest():
+    run = run_kit(mock_backends.path("crash_at_load"))
+    assert run.blocked_by.case.id == "entry.load" and run.blocked_by.status == "CRASH"
+    assert "SIGSEGV" in run.blocked_by.message
+
+
+def test_the_controller_never_loads_the_library():
+    path = mock_backends.path("crash_in_execute")
+    run_kit(path, "layers")
+    with open("/proc/self/maps") as maps:
+        assert os.path.realpath(path) not in maps.read()
+
+
+# -- the command line -------------------------------------------------------------------------
+
+def kit(*args, cwd="/"):
+    return subprocess.run(["backend-conformance", *args], capture_output=True, text=True,
+                          timeout=300, cwd=cwd)
+
+
+def test_run_reports_json_and_junit(tmp_path):
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--json",
+                 str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "CONFORMANT" in result.stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["verdict"] == "conformant"
+    assert summary["backend"]["id"] == "CpuRef" and summary["backend"]["version"] == "1.1"
+    assert re.fullmatch(r"[0-9a-f]{64}", summary["backend"]["sha256"])
+    assert summary["counts"]["PASS"] == len(cases.CASES)
+    for case in summary["cases"]:
+        assert set(case) >= {"id", "requirement", "status", "stage", "message"}
+        assert case["requirement"] in REQUIREMENTS
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("failures") == "0" and suite.get("errors") == "0"
+    assert len(suite.findall("testcase")) == len(cases.CASES)
+
+
+def test_a_failure_comes_with_a_command_that_reproduces_it(tmp_path):
+    path = mock_backends.path("wrong_convolution")
+    result = kit("run", "--backend", path, "--json", str(tmp_path / "r.json"), "-k", "layers.conv")
+    assert result.returncode == 1
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["verdict"] == "not-conformant"
+    failed = [c for c in summary["cases"] if c["status"] == "FAIL"]
+    assert failed and all(c["requirement"] == "LAYER-1" for c in failed)
+    again = subprocess.run(failed[0]["reproduce"], shell=True, capture_output=True, text=True, cwd="/")
+    assert again.returncode == 1
+    assert f"FAIL     {failed[0]['id']}" in again.stdout
+    assert "1 run" in again.stdout
+
+
+def test_junit_marks_crashes_as_errors_and_blocked_cases_as_skipped(tmp_path):
+    kit("run", "--backend", mock_backends.path("crash_at_load"), "--junit-xml",
+        str(tmp_path / "r.xml"), "--timeout", str(TIMEOUT))
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert suite.get("errors") == "1"
+    assert int(suite.get("skipped")) > 30
+
+
+def test_expectations_annotate_but_never_make_conformant(tmp_path):
+    path = mock_backends.path("wrong_convolution")
+    expectations = tmp_path / "expected.yaml"
+    expectations.write_text(
+        "expected_failures:\n"
+        "  - {case: 'layers.conv-*', reason: padding rework lands in 2.0}\n"
+        "  - {case: concurrency.threads, reason: runs a convolution}\n"
+        "  - {case: lifecycle.outlive-instance, reason: runs a convolution}\n"
+        "  - {case: layers.no-such-case, reason: stale}\n"
+        "  - {case: file.name, reason: fixed already}\n")
+    common = ["run", "--backend", path, "--expectations", str(expectations), "--json",
+              str(tmp_path / "r.json")]
+    plain = kit(*common)
+    assert plain.returncode == 1
+    assert "padding rework lands in 2.0" in plain.stdout
+    assert "'layers.no-such-case' matches no case" in plain.stdout
+    assert "unexpected pass: file.name" in plain.stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["verdict"] == "not-conformant"
+    assert summary["expectations"]["unmatched"] == ["layers.no-such-case"]
+    allowed = kit(*common, "--exit-zero-on-expected")
+    assert allowed.returncode == 0, allowed.stdout
+    assert "NOT CONFORMANT" in allowed.stdout
+
+
+@pytest.mark.parametrize("content, words", [
+    ("expected_failures: [{case: x}]", ["reason"]),
+    ("[1, 2]", ["expected_failures"]),
+    ("expected_failures: [", ["not valid YAML"]),
+])
+def test_malformed_expectations_are_a_usage_error(tmp_path, content, words):
+    (tmp_path / "e.yaml").write_text(content)
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--expectations",
+                 str(tmp_path / "e.yaml"))
+    assert result.returncode == 2
+    for word in words:
+        assert word in result.stderr
+
+
+@pytest.mark.parametrize("args", [["run"], ["run", "--backend", "/does/not/exist.so"],
+                                  ["run", "--backend", reference_backend.LIBRARY_PATH, "-k", "zzz"],
+                                  ["frobnicate"], ["run", "--backend", reference_backend.LIBRARY_PATH,
+                                                   "--timeout", "0"]])
+def test_usage_errors_exit_2(args):
+    assert kit(*args).returncode == 2
+
+
+def test_list_names_every_case_and_its_requirement():
+    lines = kit("list").stdout.splitlines()
+    assert len(lines) == len(cases.CASES)
+    assert all(line.split()[1] in REQUIREMENTS for line in lines)
+
+
+def test_info_shows_id_version_and_claimed_layers():
+    result = kit("info", "--backend", reference_backend.LIBRARY_PATH, "--json")
+    info = json.loads(result.stdout)
+    assert info["id"] == "CpuRef" and info["version"] == "1.1"
+    assert set(info["layers"]) == {"Activation", "Addition", "Multiplication", "FullyConnected",
+                                   "Convolution2d", "DepthwiseConvolution2d", "Pooling2d",
+                                   "Softmax", "Reshape"}
+
+
+def test_module_entry_point():
+    result = subprocess.run([sys.executable, "-m", "conformance", "list", "-k", "entry."],
+                            capture_output=True, text=True, cwd="/")
+    assert result.returncode == 0 and len(result.stdout.splitlines()) == 5
+    assert all(line.startswith("entry.") for line in result.stdout.splitlines())
+
+
+# -- the pytest plugin ------------------------------------------------------------------------
+
+def test_pytest_backend_runs_the_same_cases(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                             "--backend", mock_backends.path("wrong_convolution"), "-k", "conv"],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode == 1
+    assert "FAIL layers.conv-valid (LAYER-1" in result.stdout
+    assert "reproduce: backend-conformance run" in result.stdout
+    ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                         "--backend", reference_backend.LIBRARY_PATH], capture_output=True,
+                        text=True, cwd=tmp_path, timeout=300)
+    assert ok.returncode == 0, ok.stdout
+    assert f"{len(cases.CASES)} passed" in ok.stdout
+
+
+# -- onboarding -------------------------------------------------------------------------------
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
+                    reason="needs make and a C compiler")
+def test_init_writes_a_backend_that_passes_out_of_the_box(tmp_path):
+    directory = tmp_path / "acme"
+    assert kit("init", "--vendor", "Acme", "--name", "Npu", str(directory)).returncode == 0
+    build = subprocess.run(["make", "-C", str(directory)], capture_output=True, text=True)
+    assert build.returncode == 0, build.stdout + build.stderr
+    library = directory / "Acme_Npu_backend.so"
+    result = kit("run", "--backend", str(library))
+    assert result.returncode == 0, result.stdout
+    assert "CONFORMANT" in result.stdout
+    assert kit("init", "--vendor", "Acme", "--name", "Npu", str(directory)).returncode == 2
+    assert kit("init", "--vendor", "Ac-me", "--name", "Npu", str(tmp_path / "x")).returncode == 2
+
+
+def test_requirements_document_and_table_agree():
+    document = os.path.join(os.path.dirname(cases.__file__), "REQUIREMENTS.md")
+    if not os.path.exists(document):
+        pytest.skip("REQUIREMENTS.md is not installed beside the package")
+    with open(document) as f:
+        ids = re.findall(r"^\| ([A-Z]+-\d+)", f.read(), re.MULTILINE)
+    assert sorted(ids) == sorted(REQUIREMENTS)
+    assert {c.requirement for c in cases.CASES.values()} == set(REQUIREMENTS)
