@@ -63,6 +63,18 @@ class BuildExt(build_ext):
         super().build_extension(ext)
 
 
+class BuildProbe(BuildExt):
+    """Also builds loader/dynamic-backend-probe, the program isolated probing runs."""
+
+    def run(self):
+        super().run()
+        objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
+                                        include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
+        target_dir = "loader" if self.inplace else os.path.join(self.build_lib, "loader")
+        self.compiler.link_executable(objects, "dynamic-backend-probe", output_dir=target_dir,
+                                      libraries=["dl"])
+
+
 class BuildPy(build_py):
     """Also records the compiled-in search paths and installs the ABI header."""
 
@@ -105,7 +117,8 @@ core = Extension(
     include_dirs=["abi"],
     libraries=["dl"],
     extra_compile_args=["-D_GNU_SOURCE"],
-    depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd", "loader/_backend.pxi", "loader/_features.pxi"],
+    depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd",
+             "loader/_backend.pxi", "loader/_features.pxi"],
 )
 
 reference = NativeLibrary(
@@ -119,5 +132,5 @@ reference = NativeLibrary(
 setup(
     ext_modules=cythonize([core], include_path=["abi"], compiler_directives={"language_level": 3})
     + [reference] + mock_libraries(),
-    cmdclass={"build_ext": BuildExt, "build_py": BuildPy},
+    cmdclass={"build_ext": BuildProbe, "build_py": BuildPy},
 )

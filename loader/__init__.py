@@ -35,6 +35,7 @@ from loader.errors import (
     InvalidStateError,
     LayerNotSupportedError,
     LibraryClosedError,
+    MissingBackendsError,
     RuntimeClosedError,
     UnknownLayerError,
 )
@@ -78,6 +79,7 @@ __all__ = [
     "Library",
     "LibraryClosedError",
     "MemoryManager",
+    "MissingBackendsError",
     "PathReason",
     "Reason",
     "Runtime",

@@ -2,6 +2,7 @@
 # contexts), included into _core.pyx. Every object holds its Library, so the library stays mapped
 # while any of them lives. Every backend call goes through _check() on the next line.
 
+cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.string cimport memset
@@ -180,6 +181,9 @@ cdef class _Buffers:
 # Objects a backend creates
 # ---------------------------------------------------------------------------------------------
 
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
 cdef class MemoryManager:
     """A backend's memory manager. ``acquire()`` before executing, ``release()`` after; also a
     context manager that does both."""
@@ -232,6 +236,9 @@ cdef class MemoryManager:
         self.release()
 
 
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
 cdef class BackendContext:
     """A backend context: notified before and after each network is loaded and unloaded."""
     cdef abi.BackendContext *_context
@@ -284,6 +291,9 @@ cdef class BackendContext:
         self._destroy()
 
 
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
 cdef class Workload:
     """One layer, ready to run. ``execute(inputs)`` returns new arrays; ``execute(inputs,
     outputs)`` writes into the given ones. Not to be run from two threads at once."""
@@ -355,6 +365,9 @@ cdef class Workload:
         return list(outputs)
 
 
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
 cdef class WorkloadFactory:
     """Creates workloads. Workloads outlive the factory and the backend instance."""
     cdef abi.BackendWorkloadFactory *_factory
@@ -412,6 +425,9 @@ cdef class WorkloadFactory:
 # The backend instance
 # ---------------------------------------------------------------------------------------------
 
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
 cdef class Backend:
     """A live backend instance. Holds its library, so the library stays mapped for as long as
     the instance (or anything it created) lives, whatever happened to the runtime."""

@@ -11,9 +11,9 @@ from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memcpy, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
-from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK
-from posix.types cimport dev_t, ino_t
-from posix.unistd cimport close as c_close, pread
+from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK, S_IWGRP, S_IWOTH
+from posix.types cimport dev_t, ino_t, uid_t
+from posix.unistd cimport close as c_close, pread, getuid
 
 cimport backend_api as abi
 from loader cimport _posix
@@ -189,6 +189,8 @@ cdef class FileSet:
 
 cdef enum EntryState:
     ENTRY_INVALID_NAME
+    ENTRY_FILTERED
+    ENTRY_UNTRUSTED
     ENTRY_CANDIDATE
     ENTRY_DANGLING
     ENTRY_LOOP
@@ -224,8 +226,18 @@ cdef char *_join(const char *directory, size_t dir_len, const char *name) noexce
     return out
 
 
+cdef struct _Trust:
+    bint strict             # refuse files others can write to, or owned by a third user
+    uid_t uid               # the current user (root is always trusted)
+
+
+cdef inline bint _untrusted(const struct_stat *st, const _Trust *trust) noexcept nogil:
+    return trust.strict and ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0
+                             or (st.st_uid != 0 and st.st_uid != trust.uid))
+
+
 cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir_len,
-                    FileSet seen, Py_ssize_t *accepted) noexcept nogil:
+                    FileSet seen, Py_ssize_t *accepted, const _Trust *trust) noexcept nogil:
     """Resolve one candidate entry to a regular file, or say why it is not one."""
     cdef struct_stat st
     cdef char *path
@@ -273,6 +285,13 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
     else:
         entry.state = ENTRY_NOT_REGULAR
         return
+    if _untrusted(&st, trust):
+        entry.state = ENTRY_UNTRUSTED
+        entry.error = st.st_mode
+        entry.first = st.st_uid
+        free(entry.canonical)
+        entry.canonical = NULL
+        return
     first = seen.add(<uint64_t>st.st_dev, <uint64_t>st.st_ino, accepted[0])
     if first >= 0:
         entry.state = ENTRY_DUPLICATE
@@ -297,6 +316,12 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
         return None, canonical, ""
     if entry.state == ENTRY_INVALID_NAME:
         return Reason.INVALID_FILENAME, None, "name does not match <vendor>_<name>_backend.so[.version]"
+    if entry.state == ENTRY_FILTERED:
+        return Reason.FILTERED_OUT, None, "excluded by DYNAMIC_BACKEND_SELECT or DYNAMIC_BACKEND_DISABLE"
+    if entry.state == ENTRY_UNTRUSTED:
+        return (Reason.UNTRUSTED_PERMISSIONS, None,
+                f"mode {entry.error & 0o7777:04o}, owner uid {entry.first}: writable by others "
+                f"or owned by neither root nor the current user")
     if entry.state == ENTRY_DANGLING:
         return Reason.DANGLING_SYMLINK, None, "symlink points to nothing"
     if entry.state == ENTRY_LOOP:
@@ -313,14 +338,18 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
     return Reason.UNREADABLE, None, _strerror(entry.error)
 
 
-def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True):
+def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
+                   name_filter=None, bint strict_permissions=False):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
     Returns ``(entries, error)``: ``entries`` is a list of ``(name_bytes, reason, canonical,
     detail)`` with ``reason`` None for a new candidate; entries with invalid names are left out
     unless ``include_invalid``. ``error`` is None, or a string when the directory itself could
     not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
-    new candidate's canonical path is appended to ``accepted_paths``.
+    new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
+    given, is called with each candidate's name (str) before anything else is done with it and
+    returns whether to keep it. ``strict_permissions`` refuses files that others may write to or
+    that belong to a third user.
     """
     cdef const char *dir_path = directory
     cdef size_t dir_len = len(directory)
@@ -333,6 +362,9 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef Py_ssize_t accepted = len(accepted_paths)
     cdef bint out_of_memory = False
     cdef list result = []
+    cdef _Trust trust
+    trust.strict = strict_permissions
+    trust.uid = getuid()
 
     with nogil:
         fd = c_open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
@@ -373,10 +405,21 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 count += 1
             if count > 1:
                 qsort(entries, count, sizeof(_Entry), _compare_names)
+
+    try:
+        if name_filter is not None and dirp != NULL:
             for i in range(count):
-                if entries[i].state == ENTRY_CANDIDATE:
-                    _classify(&entries[i], _posix.dirfd(dirp), dir_path, dir_len, seen, &accepted)
-            _posix.closedir(dirp)
+                if entries[i].state == ENTRY_CANDIDATE and \
+                        not name_filter(entries[i].name.decode("ascii")):
+                    entries[i].state = ENTRY_FILTERED
+    finally:
+        with nogil:
+            if dirp != NULL:
+                for i in range(count):
+                    if entries[i].state == ENTRY_CANDIDATE:
+                        _classify(&entries[i], _posix.dirfd(dirp), dir_path, dir_len, seen,
+                                  &accepted, &trust)
+                _posix.closedir(dirp)
 
     try:
         for i in range(count):

@@ -6,12 +6,16 @@ import os
 import sys
 from typing import List, Optional
 
+from loader import isolation
 from loader._core import is_valid_backend_filename
 from loader.runtime import Runtime
 
 
 def _scan(args) -> int:
-    with Runtime(dynamic_backends_path=args.path) as runtime:
+    with Runtime(dynamic_backends_path=args.path,
+                 probe="isolated" if args.isolated else "in-process",
+                 probe_timeout=args.probe_timeout,
+                 strict_permissions=args.strict_permissions) as runtime:
         report = runtime.report
     if args.json:
         json.dump(report, sys.stdout, indent=2)
@@ -66,6 +70,16 @@ def _check_name(args) -> int:
     return 0 if all_valid else 1
 
 
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not positive")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-loader",
@@ -81,6 +95,14 @@ def build_parser() -> argparse.ArgumentParser:
     scan.add_argument("--path", metavar="DIR",
                       help="scan only DIR (replaces DYNAMIC_BACKEND_PATHS and the compiled-in list)")
     scan.add_argument("--json", action="store_true", help="print the report as JSON")
+    scan.add_argument("--isolated", action="store_true",
+                      help="load each candidate in a child process first; skip those that crash, "
+                           "exit or hang there (probe-crashed, probe-timeout)")
+    scan.add_argument("--probe-timeout", type=_positive, default=isolation.DEFAULT_TIMEOUT,
+                      metavar="S", help="seconds a probe may take (default %(default)g)")
+    scan.add_argument("--strict-permissions", action="store_true",
+                      help="refuse directories and files writable by others or owned by a third "
+                           "user (untrusted-permissions)")
     scan.set_defaults(handler=_scan)
 
     check = commands.add_parser(

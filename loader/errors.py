@@ -13,6 +13,17 @@ class BackendNotFoundError(BackendError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
+class MissingBackendsError(BackendError, LookupError):
+    """Backends a runtime was told to require did not register. ``reasons`` maps each missing
+    id to why."""
+
+    def __init__(self, missing, reasons):
+        self.missing = list(missing)
+        self.reasons = dict(reasons)
+        super().__init__("required backends not registered: " + "; ".join(
+            f"{backend_id}: {self.reasons[backend_id]}" for backend_id in self.missing))
+
+
 class BackendCreationError(BackendError, RuntimeError):
     """BackendFactory did not produce a usable instance."""
 

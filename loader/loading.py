@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from loader import _core
+from loader import _core, isolation
 from loader.paths import SearchPath, validate_paths
 from loader.reasons import PathReason, Reason
 from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
@@ -61,7 +61,8 @@ class Entry:
         }
 
 
-def discover(search_paths: List[SearchPath], include_invalid: bool = True) -> List[Entry]:
+def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_filter=None,
+             strict_permissions: bool = False) -> List[Entry]:
     """Every entry of every valid search path, in scan order. Entries whose ``reason`` is None
     are the candidates to load, each a distinct file."""
     seen = _core.FileSet()
@@ -71,7 +72,7 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True) -> Li
         if not search_path.valid:
             continue
         scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
-                                              include_invalid)
+                                              include_invalid, name_filter, strict_permissions)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = SearchPath(search_path.path, PathReason.UNREADABLE, error)
@@ -111,9 +112,17 @@ def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
     return raw.decode("ascii"), ""
 
 
-def load_candidate(entry: Entry) -> Optional["_core.Library"]:
+def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optional["_core.Library"]:
     """Open and check one candidate file. Returns the library (accepted, still open) or None with
-    ``entry`` marked skipped; a skipped library is already closed."""
+    ``entry`` marked skipped; a skipped library is already closed. With ``probe_timeout``, the
+    file is first loaded in a child process (isolated probing) and skipped if that goes wrong."""
+    if probe_timeout is not None:
+        reason, detail = _core.check_elf_file(entry.canonical)
+        if reason is None:
+            reason, detail = isolation.probe(entry.canonical, probe_timeout) or (None, "")
+        if reason is not None:
+            entry.skip(reason, detail)
+            return None
     library, reason, detail = _core.Library.open(entry.canonical)
     if library is None:
         entry.skip(reason, detail)

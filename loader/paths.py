@@ -101,7 +101,16 @@ def requested_paths(override=None, environ=None) -> List[SearchPath]:
     return [SearchPath(p) for p in _split(compiled_in_paths())]
 
 
-def _check(path: str, seen: dict, position: int) -> SearchPath:
+def _untrusted(st: os.stat_result) -> Optional[str]:
+    """Why a directory is not trusted to hold code in strict mode, or None."""
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"mode {stat.S_IMODE(st.st_mode):04o}: writable by others than its owner"
+    if st.st_uid not in (0, os.getuid()):
+        return f"owned by uid {st.st_uid}, neither root nor the current user"
+    return None
+
+
+def _check(path: str, seen: dict, position: int, strict: bool = False) -> SearchPath:
     """Validate one path: non-empty, exists, directory, absolute, not already listed."""
     if path == "":
         return SearchPath(path, PathReason.EMPTY, "empty path")
@@ -119,6 +128,8 @@ def _check(path: str, seen: dict, position: int) -> SearchPath:
         return SearchPath(path, PathReason.NOT_ABSOLUTE, "not an absolute path")
     if not os.access(path, os.R_OK | os.X_OK):
         return SearchPath(path, PathReason.UNREADABLE, "directory cannot be listed")
+    if strict and _untrusted(st):
+        return SearchPath(path, PathReason.UNTRUSTED_PERMISSIONS, _untrusted(st))
     canonical = os.path.realpath(path)
     first_position, first = seen.setdefault((st.st_dev, st.st_ino), (position, path))
     if first_position != position:
@@ -127,12 +138,14 @@ def _check(path: str, seen: dict, position: int) -> SearchPath:
     return SearchPath(path, None, "", canonical)
 
 
-def validate_paths(paths: Sequence[SearchPath], warn: bool = True) -> List[SearchPath]:
+def validate_paths(paths: Sequence[SearchPath], warn: bool = True,
+                   strict_permissions: bool = False) -> List[SearchPath]:
     """Validate each path in order; invalid ones keep their place with a reason."""
     seen: dict = {}
     result = []
     for position, item in enumerate(paths):
-        checked = item if item.reason is not None else _check(item.path, seen, position)
+        checked = item if item.reason is not None else _check(item.path, seen, position,
+                                                              strict_permissions)
         if warn and checked.reason is not None and item.reason is None:
             log.warning("search path %r dropped: %s (%s)", checked.path, checked.reason.value,
                         checked.detail)
@@ -140,9 +153,9 @@ def validate_paths(paths: Sequence[SearchPath], warn: bool = True) -> List[Searc
     return result
 
 
-def resolve_search_paths(override=None) -> List[SearchPath]:
+def resolve_search_paths(override=None, strict_permissions: bool = False) -> List[SearchPath]:
     """The effective search paths, each with its verdict."""
-    return validate_paths(requested_paths(override))
+    return validate_paths(requested_paths(override), strict_permissions=strict_permissions)
 
 
 def get_backend_paths(override=None) -> List[str]:

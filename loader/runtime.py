@@ -9,8 +9,10 @@ import logging
 import threading
 from typing import Dict, List, Optional
 
+from loader import isolation
 from loader import paths as _paths
-from loader.errors import BackendNotFoundError, RuntimeClosedError
+from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
+from loader.filters import backend_filter
 from loader.loading import Entry, discover, load_candidate
 from loader.reasons import Reason
 from loader.versions import BACKEND_API_VERSION
@@ -23,21 +25,55 @@ class Runtime:
 
     ``dynamic_backends_path``: one directory that replaces every other search path (never split
     on ``:``); None to use ``DYNAMIC_BACKEND_PATHS`` or the compiled-in list.
+
+    ``probe``: ``"in-process"`` (default) loads candidates directly; ``"isolated"`` first loads
+    each in a short-lived child process and skips those that crash, exit or take longer than
+    ``probe_timeout`` seconds there.
+
+    ``strict_permissions``: refuse search directories and files that others than their owner may
+    write to, or that belong to neither root nor the current user.
+
+    ``select`` / ``disable``: globs on ``<vendor>_<name>`` (a list, or a comma-separated string)
+    replacing ``DYNAMIC_BACKEND_SELECT`` / ``DYNAMIC_BACKEND_DISABLE``.
+
+    ``required_backends``: ids that must register; if any does not, the runtime closes again and
+    raises ``MissingBackendsError`` saying why for each.
     """
 
-    def __init__(self, dynamic_backends_path=None):
+    def __init__(self, dynamic_backends_path=None, *, probe: str = "in-process",
+                 probe_timeout: float = isolation.DEFAULT_TIMEOUT, strict_permissions: bool = False,
+                 select=None, disable=None, required_backends=()):
+        if probe not in ("in-process", "isolated"):
+            raise ValueError(f"probe must be 'in-process' or 'isolated', not {probe!r}")
+        if probe_timeout <= 0:
+            raise ValueError("probe_timeout must be positive")
         self._lock = threading.RLock()
         self._closed = False
         self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
-        self._search_paths = _paths.resolve_search_paths(dynamic_backends_path)
-        self._entries: List[Entry] = discover(self._search_paths)
+        self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict_permissions)
+        self._entries: List[Entry] = discover(self._search_paths,
+                                              name_filter=backend_filter(select, disable),
+                                              strict_permissions=strict_permissions)
+        timeout = probe_timeout if probe == "isolated" else None
         for entry in self._entries:
             if entry.reason is None:
-                self._load(entry)
+                self._load(entry, timeout)
         self._report = self._build_report()
+        missing = [backend_id for backend_id in required_backends
+                   if backend_id not in self._libraries]
+        if missing:
+            self.close()
+            raise MissingBackendsError(missing, {i: self._why_missing(i) for i in missing})
 
-    def _load(self, entry: Entry) -> None:
-        library = load_candidate(entry)
+    def _why_missing(self, backend_id: str) -> str:
+        why = self.why_not_registered(backend_id)
+        if why:
+            return f"skipped: {why}"
+        searched = ", ".join(p.path for p in self._search_paths if p.valid) or "no valid path"
+        return f"no file on the search paths provides it (searched: {searched})"
+
+    def _load(self, entry: Entry, probe_timeout: Optional[float]) -> None:
+        library = load_candidate(entry, probe_timeout)
         if library is None:
             return
         with self._lock:

@@ -1,6 +1,8 @@
 """The Backend API 1.1 objects from Python: capabilities, support queries, memory managers,
 workload factories, workloads and contexts; their lifetimes; and minor-version skew."""
 import gc
+import subprocess
+import sys
 import threading
 
 import numpy as np
@@ -219,3 +221,28 @@ def test_a_backend_that_supports_no_layer_says_so(backend_dir):
     with pytest.raises(loader.FeatureNotAvailableError, match="not implemented"):
         backend.create_memory_manager()
     assert backend.create_workload_factory() is not None
+
+
+CYCLES = r"""
+import gc, sys, loader
+directory = sys.argv[1]
+for _ in range(100):
+    runtime = loader.Runtime(dynamic_backends_path=directory)
+    backend = runtime.create_backend("CpuRef")
+    factory = backend.create_workload_factory(backend.create_memory_manager())
+    workload = factory.create_workload("Softmax", [(3,)])
+    holder = [backend, factory, workload, backend.create_backend_context()]
+    holder.append(holder)  # a reference cycle through every object
+    runtime.close()
+    del runtime, backend, factory, workload, holder
+    gc.collect()  # the collector must release each handle before its library
+print("collected")
+"""
+
+
+def test_objects_in_reference_cycles_release_their_handles_before_the_library(backend_dir):
+    # In a child: a regression here is a segmentation fault, which would end this test session.
+    install_reference(backend_dir)
+    result = subprocess.run([sys.executable, "-c", CYCLES, str(backend_dir)], capture_output=True,
+                            text=True, timeout=120, cwd="/")
+    assert result.returncode == 0 and "collected" in result.stdout, result.stderr[-2000:]
