@@ -15,7 +15,7 @@ from typing import Callable, Dict, List, Optional
 import numpy as np
 import yaml
 
-from conformance import elf
+from loader import elf
 from conformance.requirements import REQUIREMENTS
 
 STAGES = ("file", "entry", "abi", "lifecycle", "support", "layers", "concurrency")
@@ -119,27 +119,10 @@ def _file_symbol_hygiene(subject):
 
 @case("file.dependencies", "FILE-5", blocking=True)
 def _file_dependencies(subject):
-    import ctypes.util
-    info = _elf(subject.path)
-    missing = []
-    for needed in info.needed:
-        if "/" in needed:
-            found = os.path.exists(needed)
-        else:
-            found = ctypes.util.find_library(needed.split(".so")[0].removeprefix("lib")) is not None \
-                or _in_default_dirs(needed)
-        if not found:
-            missing.append(needed)
+    from loader.dependencies import missing_dependencies
+    missing = missing_dependencies(subject.path)
     if missing:
         raise Failed(f"needs {', '.join(missing)}, which the dynamic linker cannot find")
-
-
-def _in_default_dirs(name):
-    dirs = os.environ.get("LD_LIBRARY_PATH", "").split(":") + [
-        "/lib", "/usr/lib", "/lib64", "/usr/lib64", "/usr/local/lib",
-        "/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu",
-        "/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"]
-    return any(d and os.path.exists(os.path.join(d, name)) for d in dirs)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
-from loader import _core, isolation
+from loader import _core, dependencies, isolation, paths
 from loader.paths import SearchPath, validate_paths
 from loader.reasons import PathReason, Reason
 from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
@@ -116,13 +116,18 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     """Open and check one candidate file. Returns the library (accepted, still open) or None with
     ``entry`` marked skipped; a skipped library is already closed. With ``probe_timeout``, the
     file is first loaded in a child process (isolated probing) and skipped if that goes wrong."""
-    if probe_timeout is not None:
-        reason, detail = _core.check_elf_file(entry.canonical)
-        if reason is None:
-            reason, detail = isolation.probe(entry.canonical, probe_timeout) or (None, "")
-        if reason is not None:
-            entry.skip(reason, detail)
-            return None
+    # Everything that can be decided from the file alone, before any of its code runs.
+    reason, detail = _core.check_elf_file(entry.canonical)
+    if reason is None:
+        missing = dependencies.missing_dependencies(entry.canonical, paths.is_secure_execution())
+        if missing:
+            reason = Reason.MISSING_DEPENDENCY
+            detail = f"needs {', '.join(missing)}, which the dynamic linker cannot find"
+    if reason is None and probe_timeout is not None:
+        reason, detail = isolation.probe(entry.canonical, probe_timeout) or (None, "")
+    if reason is not None:
+        entry.skip(reason, detail)
+        return None
     library, reason, detail = _core.Library.open(entry.canonical)
     if library is None:
         entry.skip(reason, detail)
