@@ -4,7 +4,10 @@
 
 Convolution2d: x 1x56x56x64, w 64x3x3x64, padding 1 (NumPy: sliding windows + tensordot).
 FullyConnected: x 512x1024, w 1024x1024 (NumPy: x @ w.T, i.e. BLAS).
-Prints GFLOP/s of each and the ratio reference / NumPy (goal: >= 0.5).
+Prints GFLOP/s of each and the ratio reference / NumPy (goal: >= 0.5). Rounds alternate the
+contenders; within a round each runs 5 times back to back (steady state) after a 0.5 s pause
+(OpenBLAS leaves its threads spinning after a call, which would otherwise take the cores from
+the next contender).
 """
 import argparse
 import os
@@ -49,7 +52,7 @@ def main():
         "conv numpy": lambda: numpy_conv(x, w),
         "fc reference": lambda: backend.execute("FullyConnected", [a, b]),
         "fc numpy": lambda: a @ b.T,
-    }, repeats=args.repeats)
+    }, repeats=args.repeats, inner=5, settle=0.5)
 
     print(f"threads: reference {os.environ.get('REFERENCE_BACKEND_THREADS', 'default')}, "
           f"cpus {os.cpu_count()}")
