@@ -252,3 +252,38 @@ def test_the_library_path_of_the_process_start_is_followed(backend_dir, stubs):
     env.pop("LD_LIBRARY_PATH")
     report = json.loads(run_module("scan", "--json", "--path", str(backend_dir), env=env).stdout)
     assert report["entries"][0]["reason"] == "missing-dependency"
+
+
+# -- secure execution --------------------------------------------------------------------------
+
+SECURE_PROBE = ("import json, loader; "
+                "print(json.dumps([loader._core.is_secure_execution(), loader.get_backend_paths()]))")
+
+
+def test_a_setgid_process_ignores_the_environment_for_real(tmp_path, backend_dir):
+    # A setgid helper (group nogroup) executed by root: the kernel marks it and the Python it
+    # runs for secure execution (AT_SECURE), exactly as for a setuid program.
+    import subprocess
+    import sys
+    if CC is None or os.geteuid() != 0:
+        pytest.skip("needs a C compiler and root to make a setgid helper")
+    source = tmp_path / "helper.c"
+    source.write_text("#include <unistd.h>\nint main(int argc, char **argv)"
+                      "{ (void)argc; execv(argv[1], argv + 1); return 127; }\n")
+    helper = tmp_path / "helper"
+    subprocess.run([CC, str(source), "-o", str(helper)], check=True)
+    os.chown(helper, 0, 65534)
+    os.chmod(helper, 0o2755)
+    env = {**os.environ, "DYNAMIC_BACKEND_PATHS": str(backend_dir)}
+    result = subprocess.run([str(helper), sys.executable, "-c", SECURE_PROBE], capture_output=True,
+                            text=True, env=env, cwd="/", timeout=60)
+    assert result.returncode == 0, result.stderr
+    secure, paths = json.loads(result.stdout)
+    if not secure:
+        pytest.skip("the kernel did not mark the setgid helper (filesystem mounted nosuid?)")
+    assert str(backend_dir) not in paths
+    assert paths == [__import__("reference_backend").LIBRARY_DIR]
+    assert "ignored-secure-execution" in result.stderr
+    plain = subprocess.run([sys.executable, "-c", SECURE_PROBE], capture_output=True, text=True,
+                           env=env, cwd="/", timeout=60)
+    assert json.loads(plain.stdout) == [False, [str(backend_dir)]]
