@@ -16,6 +16,9 @@ from posix.types cimport dev_t, ino_t, uid_t
 from posix.unistd cimport close as c_close, pread, getuid
 
 cimport backend_api as abi
+
+cdef extern from "Python.h":
+    str PyUnicode_DecodeFSDefault(const char *s)
 from loader cimport _posix
 
 import os
@@ -311,7 +314,7 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
     """(reason or None, canonical or None, detail) for one classified entry."""
     cdef str canonical
     if entry.state == ENTRY_CANDIDATE:
-        canonical = os.fsdecode(<bytes>entry.canonical)
+        canonical = PyUnicode_DecodeFSDefault(entry.canonical)
         accepted_paths.append(canonical)
         return None, canonical, ""
     if entry.state == ENTRY_INVALID_NAME:
@@ -339,7 +342,7 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
 
 
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
-                   name_filter=None, bint strict_permissions=False):
+                   name_filter=None, bint strict_permissions=False, bint candidates_only=False):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
     Returns ``(entries, error)``: ``entries`` is a list of ``(name_bytes, reason, canonical,
@@ -349,7 +352,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
     given, is called with each candidate's name (str) before anything else is done with it and
     returns whether to keep it. ``strict_permissions`` refuses files that others may write to or
-    that belong to a third user.
+    that belong to a third user. ``candidates_only`` skips building ``entries`` (it comes back
+    empty): for callers that need only ``accepted_paths``.
     """
     cdef const char *dir_path = directory
     cdef size_t dir_len = len(directory)
@@ -423,6 +427,10 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
 
     try:
         for i in range(count):
+            if candidates_only:
+                if entries[i].state == ENTRY_CANDIDATE:
+                    accepted_paths.append(PyUnicode_DecodeFSDefault(entries[i].canonical))
+                continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
             result.append((<bytes>entries[i].name,) + _entry_outcome(&entries[i], accepted_paths))

@@ -44,10 +44,16 @@ class Entry:
     def skip(self, reason: Reason, detail: str) -> None:
         self.reason = reason
         self.detail = detail
-        if reason is not Reason.INVALID_FILENAME:
-            log.warning("skipped %s: %s (%s)", self.file, reason.value, detail)
+
+    def log(self) -> None:
+        """One line for the log: WARNING for a skipped candidate, INFO for a registration."""
+        if self.registered:
+            log.info("registered backend %r (Backend API %s) from %s", self.backend_id,
+                     self.version, self.canonical)
+        elif self.reason is Reason.INVALID_FILENAME:
+            log.debug("skipped %s: %s", self.file, self.reason.value)
         else:
-            log.debug("skipped %s: %s", self.file, reason.value)
+            log.warning("skipped %s: %s (%s)", self.file, self.reason.value, self.detail)
 
     def to_json(self) -> dict:
         return {
@@ -90,8 +96,13 @@ def get_shared_objects(paths) -> List[str]:
     if isinstance(paths, (str, bytes, os.PathLike)):
         paths = [paths]
     search_paths = [SearchPath(os.fsdecode(os.fspath(p))) for p in paths]
-    checked = validate_paths(search_paths, warn=False)
-    return [e.canonical for e in discover(checked, include_invalid=False) if e.reason is None]
+    seen = _core.FileSet()
+    accepted: List[str] = []
+    for search_path in validate_paths(search_paths, warn=False):
+        if search_path.valid:
+            _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
+                                 include_invalid=False, candidates_only=True)
+    return accepted
 
 
 def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:

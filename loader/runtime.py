@@ -58,6 +58,8 @@ class Runtime:
         for entry in self._entries:
             if entry.reason is None:
                 self._load(entry, timeout)
+        for entry in self._entries:
+            entry.log()
         self._report = self._build_report()
         missing = [backend_id for backend_id in required_backends
                    if backend_id not in self._libraries]
@@ -85,8 +87,6 @@ class Runtime:
                 return
             self._libraries[entry.backend_id] = library
         entry.registered = True
-        log.info("registered backend %r (Backend API %s) from %s", entry.backend_id,
-                 entry.version, entry.canonical)
 
     def _build_report(self) -> dict:
         return {
