@@ -39,7 +39,6 @@ from loader.errors import (
     RuntimeClosedError,
     UnknownLayerError,
 )
-from loader.layers import LAYERS
 from loader.loading import get_shared_objects
 from loader.paths import ENVIRONMENT_VARIABLE, get_backend_paths
 from loader.reasons import PathReason, Reason
@@ -47,6 +46,14 @@ from loader.runtime import Runtime
 from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name):
+    # The layer table needs NumPy; import it only when asked for.
+    if name == "LAYERS":
+        from loader.layers import LAYERS
+        return LAYERS
+    raise AttributeError(f"module 'loader' has no attribute {name!r}")
 
 
 def get_include() -> str:

@@ -7,10 +7,19 @@ from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIG
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.string cimport memset
 
-import numpy as np
-
 from loader import errors as _errors
-from loader import layers as _layers
+
+# NumPy and the layer table are imported on first use: a process that only discovers and loads
+# backends never pays for them (NumPy's libraries also make every later dlopen slower).
+cdef object _layers_module = None
+
+
+cdef object _layers():
+    global _layers_module
+    if _layers_module is None:
+        from loader import layers
+        _layers_module = layers
+    return _layers_module
 
 
 class Capabilities(dict):
@@ -146,12 +155,17 @@ cdef object _prepare(object layer, object inputs, object descriptor):
     """Arrays (or shapes) -> PreparedLayer; shapes may be given as tuples or lists of ints."""
     if isinstance(inputs, (list, tuple)):
         inputs = [tuple(v) if isinstance(v, list) else v for v in inputs]
-    return _layers.prepare(layer, inputs, descriptor)
+    return _layers().prepare(layer, inputs, descriptor)
 
 
 # ---------------------------------------------------------------------------------------------
 # Buffers: NumPy arrays lent to a workload for one execution
 # ---------------------------------------------------------------------------------------------
+
+cdef bint _is_float32_array(object value):
+    import numpy as np
+    return isinstance(value, np.ndarray) and value.dtype == np.float32
+
 
 cdef class _Buffers:
     """Holds Py_buffer views of arrays (C-contiguous or refused) for the duration of a call."""
@@ -334,16 +348,17 @@ cdef class Workload:
         name = self.layer.name
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"{name}: inputs must be a list, not {type(inputs).__name__}")
-        arrays = [_layers.input_array(name, i, v) for i, v in enumerate(inputs)]
+        arrays = [_layers().input_array(name, i, v) for i, v in enumerate(inputs)]
         shapes = tuple(a.shape for a in arrays)
         if shapes != self.layer.input_shapes:
             raise _errors.InvalidLayerError(
                 f"{name}: the workload was created for inputs {[list(s) for s in self.layer.input_shapes]}, "
                 f"got {[list(s) for s in shapes]}")
         if outputs is None:
+            import numpy as np
             outputs = [np.empty(self.layer.output_shape, dtype=np.float32)]
         elif (not isinstance(outputs, (list, tuple)) or len(outputs) != 1
-                or not isinstance(outputs[0], np.ndarray) or outputs[0].dtype != np.float32
+                or not _is_float32_array(outputs[0])
                 or outputs[0].shape != self.layer.output_shape or not outputs[0].flags.c_contiguous
                 or not outputs[0].flags.writeable):
             raise _errors.InvalidLayerError(
@@ -667,10 +682,10 @@ cdef class Backend:
     def execute(self, layer, inputs, descriptor=None):
         """Run one layer on NumPy arrays and return its outputs as new arrays: checks support,
         creates the workload, runs it between acquire and release of a fresh memory manager."""
-        name = _layers.layer_type(layer).name
+        name = _layers().layer_type(layer).name
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"{name}: inputs must be a list, not {type(inputs).__name__}")
-        arrays = [_layers.input_array(name, i, v) for i, v in enumerate(inputs)]
+        arrays = [_layers().input_array(name, i, v) for i, v in enumerate(inputs)]
         support = self.is_layer_supported(name, arrays, descriptor)
         if not support:
             raise _errors.LayerNotSupportedError(

@@ -6,7 +6,7 @@ decide policy; this module only observes the filesystem and the dynamic linker a
 what it saw, never raising for a filesystem problem.
 """
 from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
-from libc.stdint cimport uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memcpy, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
@@ -25,6 +25,12 @@ import os
 import threading
 
 from loader.reasons import Reason
+
+cdef extern from "<dlfcn.h>" nogil:
+    enum:
+        RTLD_NOLOAD
+        RTLD_LAZY
+
 
 cdef extern from "<fcntl.h>" nogil:
     enum:
@@ -458,6 +464,8 @@ cdef extern from *:
     #include <link.h>
     typedef ElfW(Ehdr) dbk_Ehdr;
     typedef ElfW(Phdr) dbk_Phdr;
+    typedef ElfW(Dyn) dbk_Dyn;
+    #define dbk_dyn_value(d) ((uint64_t)(d)->d_un.d_val)
     """
     ctypedef struct dbk_Ehdr:
         unsigned char e_ident[16]
@@ -470,11 +478,23 @@ cdef extern from *:
     ctypedef struct dbk_Phdr:
         uint32_t p_type
         uint64_t p_offset
+        uint64_t p_vaddr
         uint64_t p_filesz
+
+    ctypedef struct dbk_Dyn:
+        int64_t d_tag
+
+    uint64_t dbk_dyn_value(const dbk_Dyn *d)
 
     enum:
         PT_LOAD
         PT_DYNAMIC
+        DT_NULL
+        DT_NEEDED
+        DT_STRTAB
+        DT_STRSZ
+        DT_RPATH
+        DT_RUNPATH
 
 
 cdef enum ElfVerdict:
@@ -497,8 +517,9 @@ cdef unsigned char _own_class = 0, _own_data = 0
 cdef unsigned int _own_machine = 0
 
 
-cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size) noexcept nogil:
-    """Check the ELF header and that every loadable segment lies inside the file."""
+cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *keep_fd) noexcept nogil:
+    """Check the ELF header and that every loadable segment lies inside the file. With
+    ``keep_fd`` and a passing file, the open descriptor is handed over instead of closed."""
     cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
     cdef struct_stat st
     cdef dbk_Ehdr header
@@ -558,7 +579,10 @@ cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size) noexcept
                     detail[0] = needed
                     verdict = ELF_TRUNCATED
             free(segments)
-    c_close(fd)
+    if keep_fd != NULL and verdict == ELF_OK:
+        keep_fd[0] = fd
+    else:
+        c_close(fd)
     return verdict
 
 
@@ -592,9 +616,14 @@ cdef tuple _check_elf_file(bytes path):
     cdef int verdict
     cdef const char *c_path = path
     with nogil:
-        verdict = _check_elf(c_path, &detail, &size)
+        verdict = _check_elf(c_path, &detail, &size, NULL)
     if verdict == ELF_OK:
         return None
+    return _elf_verdict(verdict, detail, size)
+
+
+cdef tuple _elf_verdict(int verdict, uint64_t detail, uint64_t size):
+    """(reason, detail) for a failed _check_elf."""
     if verdict == ELF_OPEN_FAILED:
         return Reason.UNREADABLE, _strerror(<int>detail)
     if verdict == ELF_NOT_REGULAR:
@@ -719,8 +748,9 @@ cdef class Library:
         return self._handle == NULL
 
     @staticmethod
-    def open(str path):
-        """dlopen ``path`` and look up the entry points.
+    def open(str path, bint elf_checked=False):
+        """dlopen ``path`` (after the ELF pre-check, unless ``elf_checked`` says the caller just
+        made it) and look up the entry points.
 
         Returns ``(library, None, "")`` or ``(None, reason, detail)``; never raises for a bad
         file. The library is closed again before a failure is returned.
@@ -733,9 +763,10 @@ cdef class Library:
         cdef Library library
         cdef list missing, mangled
         cdef void *symbol
-        failure = _check_elf_file(path_bytes)
-        if failure is not None:
-            return (None,) + failure
+        if not elf_checked:
+            failure = _check_elf_file(path_bytes)
+            if failure is not None:
+                return (None,) + failure
         with nogil:
             handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
             error = dlerror() if handle == NULL else NULL
@@ -851,17 +882,110 @@ def is_secure_execution():
     return _posix.getauxval(_posix.AT_SECURE) != 0
 
 
+cdef bytes _pread_bytes(int fd, uint64_t offset, uint64_t size):
+    """Exactly ``size`` bytes at ``offset``, or None."""
+    cdef bytes buffer
+    cdef ssize_t got
+    if size > (16 << 20):
+        return None
+    buffer = bytes(size)
+    got = pread(fd, <char *>buffer, size, offset)
+    return buffer if got == <ssize_t>size else None
+
+
+cdef object _dynamic_dependencies(int fd):
+    """``(needed, rpath, runpath)`` from the dynamic segment of the ELF file open as ``fd`` (of
+    this process's class; found through the program headers, so stripped files work too), with
+    every needed library already loaded into this process left out. None if unreadable."""
+    cdef dbk_Ehdr header
+    cdef const dbk_Phdr *segments
+    cdef const dbk_Dyn *dynamic
+    cdef bytes table, entries, strings
+    cdef int i, j, n
+    cdef uint64_t strtab = 0, strsz = 0, offset
+    cdef void *handle
+    try:
+        if pread(fd, &header, sizeof(header), 0) != sizeof(header) or \
+                header.e_phentsize != sizeof(dbk_Phdr) or header.e_phnum > MAX_PROGRAM_HEADERS:
+            return None
+        table = _pread_bytes(fd, header.e_phoff, header.e_phnum * sizeof(dbk_Phdr))
+        if table is None:
+            return None
+        segments = <const dbk_Phdr *><const char *>table
+        entries = None
+        for i in range(header.e_phnum):
+            if segments[i].p_type == PT_DYNAMIC:
+                entries = _pread_bytes(fd, segments[i].p_offset, segments[i].p_filesz)
+        if entries is None:
+            return [], None, None
+        dynamic = <const dbk_Dyn *><const char *>entries
+        n = len(entries) // sizeof(dbk_Dyn)
+        for i in range(n):
+            if dynamic[i].d_tag == DT_NULL:
+                n = i
+                break
+            if dynamic[i].d_tag == DT_STRTAB:
+                strtab = dbk_dyn_value(&dynamic[i])
+            elif dynamic[i].d_tag == DT_STRSZ:
+                strsz = dbk_dyn_value(&dynamic[i])
+        # DT_STRTAB is an address: find the loadable segment that maps it.
+        strings = None
+        for j in range(header.e_phnum):
+            if segments[j].p_type == PT_LOAD and segments[j].p_vaddr <= strtab < \
+                    segments[j].p_vaddr + segments[j].p_filesz:
+                offset = strtab - segments[j].p_vaddr + segments[j].p_offset
+                strings = _pread_bytes(fd, offset, strsz)
+                break
+        if strings is None:
+            return None
+        needed, rpath, runpath = [], None, None
+        for i in range(n):
+            if dbk_dyn_value(&dynamic[i]) >= strsz:
+                continue
+            if dynamic[i].d_tag == DT_NEEDED:
+                name = strings[dbk_dyn_value(&dynamic[i]):strings.index(b"\0", dbk_dyn_value(&dynamic[i]))]
+                handle = dlopen(name, RTLD_NOLOAD | RTLD_LAZY)
+                if handle != NULL:
+                    dlclose(handle)
+                else:
+                    dlerror()
+                    needed.append(os.fsdecode(name))
+            elif dynamic[i].d_tag == DT_RPATH or dynamic[i].d_tag == DT_RUNPATH:
+                value = os.fsdecode(strings[dbk_dyn_value(&dynamic[i]):
+                                            strings.index(b"\0", dbk_dyn_value(&dynamic[i]))])
+                if dynamic[i].d_tag == DT_RPATH:
+                    rpath = value
+                else:
+                    runpath = value
+        return needed, rpath, runpath
+    except ValueError:  # a string without its terminating NUL
+        return None
+
+
+def inspect_elf_file(str path):
+    """The pre-dlopen look at a file: ``(reason, detail, dependencies)``. ``reason`` and
+    ``detail`` as check_elf_file gives them; ``dependencies`` is, for a file that passed,
+    ``(needed libraries not yet loaded, rpath, runpath)`` or None if the dynamic segment could
+    not be read."""
+    cdef bytes encoded = os.fsencode(path)
+    cdef const char *c_path = encoded
+    cdef uint64_t detail = 0, size = 0
+    cdef int fd = -1, verdict
+    with nogil:
+        verdict = _check_elf(c_path, &detail, &size, &fd)
+    if verdict != ELF_OK:
+        return _elf_verdict(verdict, detail, size) + (None,)
+    try:
+        return None, "", _dynamic_dependencies(fd)
+    finally:
+        c_close(fd)
+
+
 def check_elf_file(path):
     """``(reason, detail)`` when ``path`` cannot be a shared object for this process, else
     ``(None, "")``. Reads the file; never loads it."""
     failure = _check_elf_file(os.fsencode(path))
     return (None, "") if failure is None else failure
-
-
-cdef extern from "<dlfcn.h>" nogil:
-    enum:
-        RTLD_NOLOAD
-        RTLD_LAZY
 
 
 def is_loaded(str name):

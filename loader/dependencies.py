@@ -13,10 +13,11 @@ libm, libstdc++), so most candidates cost one dlopen(RTLD_NOLOAD) per dependency
 """
 import os
 import struct
+import sys
 import sysconfig
 from typing import List, Optional
 
-from loader import _core, elf
+from loader import _core
 
 _CACHE_FILE = "/etc/ld.so.cache"
 _CACHE_MAGIC = b"glibc-ld.so.cache1.1"
@@ -81,32 +82,29 @@ def _expand(paths: Optional[str], origin: str) -> List[str]:
             for p in paths.split(":") if p]
 
 
-def missing_dependencies(path: str, secure: bool = False) -> List[str]:
+def missing_dependencies(path: str, secure: bool = False, dependencies=None) -> List[str]:
     """The DT_NEEDED entries of ``path`` the dynamic linker would not find; [] when all are
-    found or when the file cannot be analysed (dlopen then has the last word)."""
-    try:
-        info = elf.read(path, symbols=False)
-    except (OSError, elf.ElfError):
+    found or when the file cannot be analysed (dlopen then has the last word). ``dependencies``
+    is what ``_core.inspect_elf_file`` already read, if the caller has it."""
+    found = dependencies if dependencies is not None else _core.inspect_elf_file(path)[2]
+    if found is None:
+        return []
+    not_loaded, rpath, runpath = found
+    if not not_loaded:
         return []
     origin = os.path.dirname(path)
+    search = (([] if runpath else _expand(rpath, origin))
+              + ([] if secure else _expand(_startup_library_path(), origin))
+              + _expand(runpath, origin))
+    default_dirs = _default_dirs(2 if sys.maxsize > 2**32 else 1)
     missing = []
-    search = None
-    for name in info.needed:
-        if _core.is_loaded(name):
-            continue
+    for name in not_loaded:
         if "/" in name:
-            if not os.path.isfile(os.path.join(origin, name) if not os.path.isabs(name) else name):
-                missing.append(name)
-            continue
-        if search is None:
-            search = (([] if info.runpath else _expand(info.rpath, origin))
-                      + ([] if secure else _expand(_startup_library_path(), origin))
-                      + _expand(info.runpath, origin))
-        if any(os.path.isfile(os.path.join(d, name)) for d in search):
-            continue
-        if name in _cache_names():
-            continue
-        if any(os.path.isfile(os.path.join(d, name)) for d in _default_dirs(info.elf_class)):
-            continue
-        missing.append(name)
+            found_it = os.path.isfile(name if os.path.isabs(name) else os.path.join(origin, name))
+        else:
+            found_it = (any(os.path.isfile(os.path.join(d, name)) for d in search)
+                        or name in _cache_names()
+                        or any(os.path.isfile(os.path.join(d, name)) for d in default_dirs))
+        if not found_it:
+            missing.append(name)
     return missing

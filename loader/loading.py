@@ -11,6 +11,7 @@ The checks run in the contract's order and the first failure is the reason:
 """
 import logging
 import os
+import re
 from dataclasses import dataclass
 from typing import List, Optional, Tuple
 
@@ -105,6 +106,9 @@ def get_shared_objects(paths) -> List[str]:
     return accepted
 
 
+_PRINTABLE_ID = re.compile(rb"[\x21-\x7e]+")
+
+
 def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
     """(id, "") for a valid id, else (None, what is wrong with it). Contract section 5.3."""
     if raw is None:
@@ -115,7 +119,7 @@ def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
         return None, "GetBackendId returned the reserved id 'Unknown'"
     if len(raw) > _core.BACKEND_ID_MAX_LENGTH:
         return None, f"backend id is longer than {_core.BACKEND_ID_MAX_LENGTH} bytes"
-    bad = next((b for b in raw if not 0x21 <= b <= 0x7E), None)
+    bad = None if _PRINTABLE_ID.fullmatch(raw) else next(b for b in raw if not 0x21 <= b <= 0x7E)
     if bad is not None:
         shown = raw.decode("ascii", "backslashreplace")
         return None, (f"backend id {shown!r} contains {chr(bad)!r}: "
@@ -128,9 +132,10 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     ``entry`` marked skipped; a skipped library is already closed. With ``probe_timeout``, the
     file is first loaded in a child process (isolated probing) and skipped if that goes wrong."""
     # Everything that can be decided from the file alone, before any of its code runs.
-    reason, detail = _core.check_elf_file(entry.canonical)
-    if reason is None:
-        missing = dependencies.missing_dependencies(entry.canonical, paths.is_secure_execution())
+    reason, detail, needed = _core.inspect_elf_file(entry.canonical)
+    if reason is None and needed is not None and needed[0]:
+        missing = dependencies.missing_dependencies(entry.canonical, paths.is_secure_execution(),
+                                                    needed)
         if missing:
             reason = Reason.MISSING_DEPENDENCY
             detail = f"needs {', '.join(missing)}, which the dynamic linker cannot find"
@@ -139,7 +144,7 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     if reason is not None:
         entry.skip(reason, detail)
         return None
-    library, reason, detail = _core.Library.open(entry.canonical)
+    library, reason, detail = _core.Library.open(entry.canonical, elf_checked=True)
     if library is None:
         entry.skip(reason, detail)
         return None

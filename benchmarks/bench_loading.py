@@ -1,0 +1,117 @@
+"""P2: loading and registering distinct valid backends, per backend, against the dlopen floor
+(dlopen + three dlsym + entry-point calls, floors/dlopen_floor.c) and a ctypes loop; then how it
+grows with the number of backends.
+
+    python benchmarks/bench_loading.py [--repeats N]
+
+Every measurement runs in a fresh process (a library already loaded would cost nothing) and
+times itself after start-up. The floor is measured twice: in a bare C process, and inside a
+Python process that imported the loader (dlopen itself costs more there, with more libraries
+already loaded). Goal: at most 1.3x the floor per backend.
+"""
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _fixtures import build_floor, make_backends, run_floor  # noqa: E402
+
+OURS = """
+import sys, time, loader
+started = time.perf_counter_ns()
+runtime = loader.Runtime(dynamic_backends_path=sys.argv[1])
+elapsed = time.perf_counter_ns() - started
+print(len(runtime.backend_ids), elapsed)
+"""
+
+INPROCESS_FLOOR = """
+import ctypes, sys, time, loader  # the same libraries as the loader's process
+floor = ctypes.CDLL(sys.argv[1])
+floor.load_all.restype = ctypes.c_int64
+paths = (ctypes.c_char_p * (len(sys.argv) - 2))(*[p.encode() for p in sys.argv[2:]])
+loaded = ctypes.c_int()
+elapsed = floor.load_all(paths, len(sys.argv) - 2, ctypes.byref(loaded))
+print(loaded.value, elapsed)
+"""
+
+CTYPES = """
+import ctypes, sys, time
+started = time.perf_counter_ns(); ok = 0
+for path in sys.argv[1:]:
+    lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+    lib.GetBackendId.restype = ctypes.c_char_p
+    lib.BackendFactory.restype = ctypes.c_void_p
+    a, b = ctypes.c_uint32(), ctypes.c_uint32()
+    lib.GetVersion(ctypes.byref(a), ctypes.byref(b))
+    if lib.GetBackendId() and a.value == 1 and lib.BackendFactory():
+        ok += 1
+print(ok, time.perf_counter_ns() - started)
+"""
+
+
+def timed(command):
+    out = subprocess.run(command, capture_output=True, text=True, check=True, cwd="/").stdout
+    count, nanoseconds = out.split()
+    return int(count), int(nanoseconds) / 1e9
+
+
+def measure(floor, inprocess, directory, paths, repeats):
+    samples = {"ours": [], "floor": [], "inprocess": [], "ctypes": []}
+    for _ in range(repeats):  # interleaved rounds
+        count, seconds = timed([sys.executable, "-c", OURS, directory])
+        assert count == len(paths), count
+        samples["ours"].append(seconds)
+        count, seconds = run_floor(floor, paths)
+        assert count == len(paths), count
+        samples["floor"].append(seconds)
+        count, seconds = timed([sys.executable, "-c", INPROCESS_FLOOR, inprocess, *paths])
+        assert count == len(paths), count
+        samples["inprocess"].append(seconds)
+        if len(paths) <= 1000:  # ctypes gets slow; the comparison is made on the small sets
+            samples["ctypes"].append(timed([sys.executable, "-c", CTYPES, *paths])[1])
+    return {k: statistics.median(v) / len(paths) if v else None for k, v in samples.items()}
+
+
+def build_inprocess_floor(directory):
+    import loader
+    cc = shutil.which("cc") or shutil.which("gcc")
+    library = os.path.join(directory, "dlopen_inprocess.so")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I", loader.get_include(),
+                    os.path.join(os.path.dirname(os.path.abspath(__file__)), "floors",
+                                 "dlopen_inprocess.c"), "-o", library, "-ldl"], check=True)
+    return library
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="bench-loading-")
+    try:
+        floor = build_floor("dlopen_floor", work)
+        inprocess = build_inprocess_floor(work)
+        print("P2 loading      backends  ours/backend floor/backend in-python-floor ctypes/backend"
+              "  ours/floor ours/in-python-floor")
+        for count in (200, 10, 100, 1000, 10000):
+            directory = os.path.join(work, f"set-{count}")
+            os.makedirs(directory)
+            paths = make_backends(directory, count)
+            result = measure(floor, inprocess, directory, sorted(paths),
+                             args.repeats if count <= 1000 else 3)
+            ctypes_text = f"{result['ctypes'] * 1e6:10.1f} µs" if result["ctypes"] else "         -   "
+            goal = "  (goal <= 1.3x floor)" if count == 200 else ""
+            print(f"   {'P2' if count == 200 else 'growth':<12} {count:>8,d} {result['ours'] * 1e6:9.1f} µs "
+                  f"{result['floor'] * 1e6:9.1f} µs {result['inprocess'] * 1e6:11.1f} µs    {ctypes_text} "
+                  f"{result['ours'] / result['floor']:7.2f}x {result['ours'] / result['inprocess']:10.2f}x"
+                  f"{goal}")
+            shutil.rmtree(directory)
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()
