@@ -986,14 +986,3 @@ def check_elf_file(path):
     ``(None, "")``. Reads the file; never loads it."""
     failure = _check_elf_file(os.fsencode(path))
     return (None, "") if failure is None else failure
-
-
-def is_loaded(str name):
-    """Whether a library of this name (as in DT_NEEDED) is already loaded into the process."""
-    cdef bytes encoded = os.fsencode(name)
-    cdef void *handle = dlopen(encoded, RTLD_NOLOAD | RTLD_LAZY)
-    if handle == NULL:
-        dlerror()  # clear it
-        return False
-    dlclose(handle)
-    return True

@@ -1,7 +1,8 @@
 /*
- * The dlopen floor measured inside the calling process: the loop of dlopen_floor.c as a function
- * a benchmark calls once, through ctypes, with every path. dlopen costs more in a process that
- * has already loaded many libraries (a Python interpreter with NumPy has); this is that cost.
+ * The dlopen floor: dlopen(RTLD_NOW | RTLD_LOCAL), three dlsym() and a call of each entry point
+ * per backend, as a function. dlopen_floor.c runs it as a bare C program; a benchmark also
+ * loads it as a library and calls it once, through ctypes, with every path, to measure the same
+ * loop inside a Python process.
  */
 #include <dlfcn.h>
 #include <stdint.h>
