@@ -287,3 +287,60 @@ def test_a_setgid_process_ignores_the_environment_for_real(tmp_path, backend_dir
     plain = subprocess.run([sys.executable, "-c", SECURE_PROBE], capture_output=True, text=True,
                            env=env, cwd="/", timeout=60)
     assert json.loads(plain.stdout) == [False, [str(backend_dir)]]
+
+
+# -- lifecycle --------------------------------------------------------------------------------
+
+RECORDING_BACKEND = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "backend_api.h"
+#define ID "@ID@"
+static const char *get_id(const BackendInstance *s) { (void)s; return ID; }
+static void destroy(BackendInstance *s) { free(s); }
+static BackendStatus caps(const BackendInstance *s, const BackendCapability **c, uint32_t *n)
+{ (void)s; *c = NULL; *n = 0; return BACKEND_STATUS_OK; }
+static BackendStatus sup(const BackendInstance *s, const BackendLayerDescription *l, char *m, size_t n)
+{ (void)s; (void)l; (void)m; (void)n; return BACKEND_STATUS_UNSUPPORTED; }
+static BackendStatus fac(const BackendInstance *s, BackendMemoryManager *mm, BackendWorkloadFactory **f,
+                         char *m, size_t n)
+{ (void)s; (void)mm; (void)m; (void)n; *f = NULL; return BACKEND_STATUS_UNSUPPORTED; }
+__attribute__((destructor)) static void unloaded(void)
+{
+    FILE *log = fopen(getenv("DBK_UNLOAD_LOG"), "a");
+    if (log) { fputs(ID "\n", log); fclose(log); }
+}
+BACKEND_EXPORT const char *GetBackendId(void) { return ID; }
+BACKEND_EXPORT void GetVersion(uint32_t *a, uint32_t *b)
+{ *a = BACKEND_API_VERSION_MAJOR; *b = BACKEND_API_VERSION_MINOR; }
+BACKEND_EXPORT void *BackendFactory(void)
+{
+    BackendInstance *i = calloc(1, sizeof *i);
+    if (!i) return NULL;
+    i->struct_size = sizeof *i; i->api_major = BACKEND_API_VERSION_MAJOR;
+    i->api_minor = BACKEND_API_VERSION_MINOR; i->get_id = get_id; i->destroy = destroy;
+    i->get_capabilities = caps; i->is_layer_supported = sup; i->create_workload_factory = fac;
+    return i;
+}
+"""
+
+
+def test_libraries_are_unloaded_in_reverse_load_order_when_the_last_user_is_gone(
+        backend_dir, tmp_path, monkeypatch):
+    if CC is None:
+        pytest.skip("no C compiler")
+    for backend_id in ("First", "Second", "Third"):
+        _build(backend_dir, f"A{len(backend_id)}{backend_id}_{backend_id}_backend.so",
+               RECORDING_BACKEND.replace("@ID@", backend_id), f"-I{loader.get_include()}")
+    log = tmp_path / "unloaded.txt"
+    monkeypatch.setenv("DBK_UNLOAD_LOG", str(log))
+    runtime = loader.Runtime(dynamic_backends_path=str(backend_dir))
+    order = runtime.backend_ids
+    assert sorted(order) == ["First", "Second", "Third"]
+    kept = runtime.create_backend(order[0])  # keeps the first library alive past close()
+    runtime.close()
+    assert log.read_text().split() == [order[2], order[1]]
+    del kept
+    import gc
+    gc.collect()
+    assert log.read_text().split() == [order[2], order[1], order[0]]
