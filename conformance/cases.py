@@ -179,7 +179,12 @@ def _entry_id_stable(subject):
 @case("abi.struct-sizes", "ABI-1")
 def _abi_struct_sizes(subject):
     import loader
+    from loader import _core
     backend = subject.backend()
+    needed = _core.instance_size(backend.version.minor)
+    if needed is not None and backend.struct_size < needed:
+        raise Failed(f"the instance's struct_size is {backend.struct_size}; Backend API "
+                     f"{backend.version} needs at least {needed}")
     try:
         factory = backend.create_workload_factory()
         factory.close()
@@ -200,10 +205,11 @@ def _abi_required(subject):
     from loader._core import FEATURES
     backend = subject.backend()
     features = backend.features
-    missing = [f.name for f in FEATURES if f.required and not features[f.name]
-               and f.name not in backend.capabilities.missing_because_of_skew]
+    missing = [f.member for f in FEATURES if f.required and not features[f.name]
+               and f.since_minor <= backend.version.minor]
     if missing:
-        raise Failed(f"required functions absent: {', '.join(missing)}")
+        raise Failed(f"Backend API {backend.version} requires {', '.join(missing)}; the "
+                     f"instance leaves {'it' if len(missing) == 1 else 'them'} NULL or out")
 
 
 @case("abi.optional-consistent", "ABI-3")

@@ -22,6 +22,14 @@ cdef object _layers():
     return _layers_module
 
 
+cdef str _absence(Feature feature, uint32_t minor, uint32_t struct_size):
+    """Why a member is not in an instance: an older minor version, or too small a struct."""
+    if feature.since_minor > minor:
+        return skew_detail(minor)
+    return (f"the instance's struct_size ({struct_size}) ends before {feature.member}, which "
+            f"Backend API {API_VERSION_MAJOR}.{minor} includes")
+
+
 class Capabilities(dict):
     """The backend's capabilities (name -> bool). ``missing_because_of_skew`` names each Backend
     API feature the backend lacks because it was built against an older minor version."""
@@ -479,8 +487,8 @@ cdef class Backend:
             self._leave()
             raise _errors.FeatureNotAvailableError(
                 f"backend {self.id!r}: {feature.name} ({feature.member}) is "
-                + (f"missing: {skew_detail(self._library.minor)}" if not feature.covered(instance)
-                   else "not implemented"))
+                + (f"missing: {_absence(feature, self._library.minor, instance.struct_size)}"
+                   if not feature.covered(instance) else "not implemented"))
         return instance
 
     def close(self):
@@ -532,6 +540,14 @@ cdef class Backend:
         return PyUnicode_DecodeASCII(raw, _posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1), "replace")
 
     @property
+    def struct_size(self):
+        """The instance's struct_size, as the backend set it."""
+        cdef abi.BackendInstance *instance = self._enter()
+        cdef uint32_t size = instance.struct_size
+        self._leave()
+        return size
+
+    @property
     def features(self):
         """Backend API feature name -> whether this backend provides it."""
         cdef abi.BackendInstance *instance = self._enter()
@@ -552,7 +568,7 @@ cdef class Backend:
         cdef Feature feature
         values = {}
         try:
-            missing = {feature.name: skew_detail(self._library.minor)
+            missing = {feature.name: _absence(feature, self._library.minor, instance.struct_size)
                        for feature in FEATURES if not feature.covered(instance)}
             if _GET_CAPABILITIES.present(instance):
                 if instance.get_capabilities(instance, &entries, &count) != abi.BACKEND_STATUS_OK:

@@ -684,16 +684,20 @@ include "_features.pxi"
 
 cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
                            uint32_t major, uint32_t minor):
-    """Why ``instance`` is not a well-formed instance of version major.minor, or None."""
+    """Why ``instance`` does not have a well-formed header for version major.minor, or None.
+
+    Only the header every version shares is required here (size, version, get_id, destroy, the
+    same id). Members beyond it are read only where struct_size covers them and count as absent
+    otherwise; whether a backend provides everything its version promises is the conformance
+    kit's question (ABI-1, ABI-2), not a reason to refuse loading it."""
     cdef const char *instance_id
-    cdef size_t required
     if instance == NULL:
         return "BackendFactory returned NULL"
-    if major != API_VERSION_MAJOR or minor >= sizeof(INSTANCE_SIZE_BY_MINOR) // sizeof(size_t):
+    if major != API_VERSION_MAJOR:
         return f"no instance layout is known for version {major}.{minor}"
-    required = INSTANCE_SIZE_BY_MINOR[minor]
-    if instance.struct_size < required:
-        return f"struct_size is {instance.struct_size}, version {major}.{minor} needs at least {required}"
+    if instance.struct_size < abi.BACKEND_INSTANCE_SIZE_1_0:
+        return (f"struct_size is {instance.struct_size}, smaller than the instance header "
+                f"({abi.BACKEND_INSTANCE_SIZE_1_0})")
     if instance.api_major != major or instance.api_minor != minor:
         return (f"instance declares version {instance.api_major}.{instance.api_minor}, "
                 f"GetVersion reported {major}.{minor}")
@@ -701,13 +705,6 @@ cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
         return "destroy is NULL"
     if instance.get_id == NULL:
         return "get_id is NULL"
-    missing = []
-    for feature in FEATURES:
-        if (<Feature>feature).required and (<Feature>feature).covered(instance) \
-                and not (<Feature>feature).present(instance):
-            missing.append((<Feature>feature).member)
-    if missing:
-        return f"required function {', '.join(missing)} is NULL"
     instance_id = instance.get_id(instance)
     if instance_id == NULL:
         return "get_id returned NULL"
@@ -715,6 +712,13 @@ cdef str _instance_problem(abi.BackendInstance *instance, bytes expected_id,
             or strcmp(instance_id, expected_id) != 0:
         return f"get_id returned a different id than GetBackendId ({expected_id.decode('ascii')!r})"
     return None
+
+
+def instance_size(uint32_t minor):
+    """Size of BackendInstance at version <major>.<minor> of the current major, or None."""
+    if minor >= sizeof(INSTANCE_SIZE_BY_MINOR) // sizeof(size_t):
+        return None
+    return INSTANCE_SIZE_BY_MINOR[minor]
 
 
 cdef class Library:

@@ -1,5 +1,6 @@
 /* Defect: declares Backend API 1.1 but leaves the required is_layer_supported NULL.
-   Breaks contract 5.5 (a well-formed instance) -> factory-failed. */
+   The loader registers it (its header is well-formed; the missing function counts as absent),
+   the conformance kit fails ABI-2 (every required function pointer is present). */
 #define MOCK_BACKEND_ID "MockMissingRequired"
 #define MOCK_NO_BACKEND_FACTORY
 #include "skeleton.h"

@@ -39,7 +39,7 @@ BROKEN = {
     "minor_too_new": ("ENTRY-4", {"FAIL"}),
     "factory_returns_null": ("ENTRY-5", {"FAIL"}),
     "factory_malformed_instance": ("ENTRY-5", {"FAIL"}),
-    "factory_missing_required_function": ("ENTRY-5", {"FAIL"}),
+    "factory_missing_required_function": ("ABI-2", {"FAIL"}),
     # hostile mocks: the loader may take them, the kit must not
     "crash_at_load": ("ENTRY-1", {"CRASH"}),
     "hang_in_factory": ("ENTRY-5", {"TIMEOUT"}),

@@ -31,12 +31,12 @@ EXPECTED = {
     "factory_returns_null": "factory-failed",
     "factory_malformed_instance": "factory-failed",
     "factory_instance_id_mismatch": "factory-failed",
-    "factory_missing_required_function": "factory-failed",
     "missing_dependency": "missing-dependency",
     "unresolved_symbol": "dlopen-failed",
 }
 
-VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlder"}
+VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlder",
+         "factory_missing_required_function": "MockMissingRequired"}
 
 
 def test_every_installed_mock_is_covered_by_this_table():
@@ -180,7 +180,7 @@ def test_scanning_every_mock_at_once_reports_each_reason():
     # Mock_Alpha_backend.so sorts before Mock_DuplicateOfAlpha_backend.so, so it wins.
     assert by_name[mock_backends.library_name("duplicate_of_alpha")]["reason"] == \
         "duplicate-backend-id"
-    assert report["registered"] == ["MockAlpha", "MockBeta", "MockMinorOlder"]
+    assert report["registered"] == ["MockAlpha", "MockBeta", "MockMissingRequired", "MockMinorOlder"]
 
 
 def _end_of_segments(data):
