@@ -16,15 +16,16 @@ from posix.types cimport dev_t, ino_t, uid_t
 from posix.unistd cimport close as c_close, pread, getuid
 
 cimport backend_api as abi
-
-cdef extern from "Python.h":
-    str PyUnicode_DecodeFSDefault(const char *s)
 from loader cimport _posix
 
 import os
 import threading
 
 from loader.reasons import Reason
+
+cdef extern from "Python.h":
+    str PyUnicode_DecodeFSDefault(const char *s)
+
 
 cdef extern from "<dlfcn.h>" nogil:
     enum:
