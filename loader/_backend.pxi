@@ -5,7 +5,6 @@
 cimport cython
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
 from cpython.unicode cimport PyUnicode_DecodeASCII
-from libc.string cimport memset
 
 from loader import errors as _errors
 

@@ -8,7 +8,7 @@ what it saw, never raising for a filesystem problem.
 from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
-from libc.string cimport memcpy, strcmp, strlen
+from libc.string cimport memcpy, memset, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
 from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK, S_IWGRP, S_IWOTH
@@ -518,17 +518,27 @@ cdef unsigned char _own_class = 0, _own_data = 0
 cdef unsigned int _own_machine = 0
 
 
-cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *keep_fd) noexcept nogil:
+cdef enum:
+    FIRST_PAGE_WORDS = 512      # the first 4 KiB of a file: ELF and program headers usually fit
+
+
+cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *keep_fd,
+                    uint64_t *page, ssize_t *page_bytes) noexcept nogil:
     """Check the ELF header and that every loadable segment lies inside the file. With
-    ``keep_fd`` and a passing file, the open descriptor is handed over instead of closed."""
+    ``keep_fd`` and a passing file, the open descriptor is handed over instead of closed; with
+    ``page`` (FIRST_PAGE_WORDS words), the file's first bytes are left there for the caller."""
     cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
     cdef struct_stat st
     cdef dbk_Ehdr header
-    cdef dbk_Phdr *segments = NULL
+    cdef uint64_t local_page[FIRST_PAGE_WORDS]
+    cdef const dbk_Phdr *segments = NULL
+    cdef dbk_Phdr *allocated = NULL
     cdef ssize_t got
     cdef uint64_t end, needed = 0
     cdef size_t table_size
     cdef int i, verdict = ELF_OK
+    if page == NULL:
+        page = local_page
     if fd < 0:
         detail[0] = errno
         return ELF_OPEN_FAILED
@@ -536,7 +546,12 @@ cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *kee
         c_close(fd)
         return ELF_NOT_REGULAR
     size[0] = <uint64_t>st.st_size
-    got = pread(fd, &header, sizeof(header), 0)
+    got = pread(fd, page, FIRST_PAGE_WORDS * sizeof(uint64_t), 0)
+    if page_bytes != NULL:
+        page_bytes[0] = got
+    memset(&header, 0, sizeof(header))
+    if got > 0:
+        memcpy(&header, page, <size_t>got if <size_t>got < sizeof(header) else sizeof(header))
     if got < 4 or header.e_ident[0] != 0x7f or header.e_ident[1] != b'E' \
             or header.e_ident[2] != b'L' or header.e_ident[3] != b'F':
         verdict = ELF_NOT_ELF
@@ -565,8 +580,14 @@ cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *kee
             detail[0] = header.e_phoff + table_size
             verdict = ELF_TRUNCATED
         else:
-            segments = <dbk_Phdr *>malloc(table_size)
-            if segments == NULL or pread(fd, segments, table_size, header.e_phoff) != <ssize_t>table_size:
+            if header.e_phoff + table_size <= <uint64_t>got and header.e_phoff % 8 == 0:
+                segments = <const dbk_Phdr *>(<const char *>page + header.e_phoff)
+            else:
+                allocated = <dbk_Phdr *>malloc(table_size)
+                if allocated != NULL and \
+                        pread(fd, allocated, table_size, header.e_phoff) == <ssize_t>table_size:
+                    segments = allocated
+            if segments == NULL:
                 verdict = ELF_BAD_PROGRAM_HEADERS
             else:
                 for i in range(header.e_phnum):
@@ -579,7 +600,7 @@ cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *kee
                 if needed > size[0]:
                     detail[0] = needed
                     verdict = ELF_TRUNCATED
-            free(segments)
+            free(allocated)
     if keep_fd != NULL and verdict == ELF_OK:
         keep_fd[0] = fd
     else:
@@ -617,7 +638,7 @@ cdef tuple _check_elf_file(bytes path):
     cdef int verdict
     cdef const char *c_path = path
     with nogil:
-        verdict = _check_elf(c_path, &detail, &size, NULL)
+        verdict = _check_elf(c_path, &detail, &size, NULL, NULL, NULL)
     if verdict == ELF_OK:
         return None
     return _elf_verdict(verdict, detail, size)
@@ -898,7 +919,7 @@ cdef bytes _pread_bytes(int fd, uint64_t offset, uint64_t size):
     return buffer if got == <ssize_t>size else None
 
 
-cdef object _dynamic_dependencies(int fd):
+cdef object _dynamic_dependencies(int fd, const uint64_t *page, ssize_t page_bytes):
     """``(needed, rpath, runpath)`` from the dynamic segment of the ELF file open as ``fd`` (of
     this process's class; found through the program headers, so stripped files work too), with
     every needed library already loaded into this process left out. None if unreadable."""
@@ -910,13 +931,16 @@ cdef object _dynamic_dependencies(int fd):
     cdef uint64_t strtab = 0, strsz = 0, offset
     cdef void *handle
     try:
-        if pread(fd, &header, sizeof(header), 0) != sizeof(header) or \
-                header.e_phentsize != sizeof(dbk_Phdr) or header.e_phnum > MAX_PROGRAM_HEADERS:
-            return None
-        table = _pread_bytes(fd, header.e_phoff, header.e_phnum * sizeof(dbk_Phdr))
-        if table is None:
-            return None
-        segments = <const dbk_Phdr *><const char *>table
+        # The ELF check has verified the header and found the program headers in the file.
+        memcpy(&header, page, sizeof(header))
+        if header.e_phoff + header.e_phnum * sizeof(dbk_Phdr) <= <uint64_t>page_bytes \
+                and header.e_phoff % 8 == 0:
+            segments = <const dbk_Phdr *>(<const char *>page + header.e_phoff)
+        else:
+            table = _pread_bytes(fd, header.e_phoff, header.e_phnum * sizeof(dbk_Phdr))
+            if table is None:
+                return None
+            segments = <const dbk_Phdr *><const char *>table
         entries = None
         for i in range(header.e_phnum):
             if segments[i].p_type == PT_DYNAMIC:
@@ -975,13 +999,15 @@ def inspect_elf_file(str path):
     cdef bytes encoded = os.fsencode(path)
     cdef const char *c_path = encoded
     cdef uint64_t detail = 0, size = 0
+    cdef uint64_t page[FIRST_PAGE_WORDS]
+    cdef ssize_t page_bytes = 0
     cdef int fd = -1, verdict
     with nogil:
-        verdict = _check_elf(c_path, &detail, &size, &fd)
+        verdict = _check_elf(c_path, &detail, &size, &fd, page, &page_bytes)
     if verdict != ELF_OK:
         return _elf_verdict(verdict, detail, size) + (None,)
     try:
-        return None, "", _dynamic_dependencies(fd)
+        return None, "", _dynamic_dependencies(fd, page, page_bytes)
     finally:
         c_close(fd)
 
