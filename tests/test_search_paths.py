@@ -172,3 +172,31 @@ def test_secure_execution_ignores_the_environment(monkeypatch, caplog, dirs):
 
 def test_this_test_process_is_not_in_secure_execution():
     assert loader._core.is_secure_execution() is False
+
+
+def test_build_time_paths_become_the_compiled_in_list(tmp_path):
+    """DYNAMIC_BACKEND_PATHS seen by the build is what an installed runtime falls back to."""
+    import subprocess
+    import sys
+    import zipfile
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    if not (repo / "setup.py").exists():
+        pytest.skip("the source tree is not beside the tests")
+    env = {**os.environ, VAR: "/opt/vendor-a:/opt/vendor-b"}
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+                            str(tmp_path), str(repo)], env=env, capture_output=True, text=True,
+                           timeout=600)
+    if built.returncode != 0 and "No matching distribution" in built.stderr:
+        pytest.skip("the build requirements cannot be fetched here")
+    assert built.returncode == 0, built.stderr[-2000:]
+    [wheel] = tmp_path.glob("*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        config = archive.read("loader/_build_config.py").decode()
+        names = archive.namelist()
+    namespace = {}
+    exec(config, namespace)
+    assert namespace["COMPILED_IN_PATHS"] == "/opt/vendor-a:/opt/vendor-b"
+    # and the wheel carries what a fresh install needs
+    assert "reference_backend/backends/Reference_CpuRef_backend.so" in names
+    assert "loader/include/backend_api.h" in names
+    assert "loader/dynamic-backend-probe" in names
