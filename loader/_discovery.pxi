@@ -1,0 +1,338 @@
+# Discovery (contract section 4): identity of files and the directory scan, included into
+# _core.pyx.
+
+# ---------------------------------------------------------------------------------------------
+# Identity of files: a set of (device, inode) pairs, usable without the GIL.
+# ---------------------------------------------------------------------------------------------
+
+cdef struct _FileKey:
+    uint64_t dev
+    uint64_t ino
+    Py_ssize_t value        # index of the first file seen with this identity; -1 marks a free slot
+
+
+cdef class FileSet:
+    """Open-addressing hash set keyed by (st_dev, st_ino); remembers who came first."""
+    cdef _FileKey *slots
+    cdef size_t capacity
+    cdef size_t count
+
+    def __cinit__(self):
+        self.capacity = 64
+        self.count = 0
+        self.slots = <_FileKey *>malloc(self.capacity * sizeof(_FileKey))
+        if self.slots == NULL:
+            raise MemoryError()
+        self._clear_slots(self.slots, self.capacity)
+
+    def __dealloc__(self):
+        free(self.slots)
+        self.slots = NULL
+
+    def __len__(self):
+        return self.count
+
+    cdef void _clear_slots(self, _FileKey *slots, size_t capacity) noexcept nogil:
+        cdef size_t i
+        for i in range(capacity):
+            slots[i].value = -1
+
+    cdef inline size_t _home(self, uint64_t dev, uint64_t ino, size_t capacity) noexcept nogil:
+        cdef uint64_t h = (ino * <uint64_t>0x9E3779B97F4A7C15) ^ (dev * <uint64_t>0xC2B2AE3D27D4EB4F)
+        return <size_t>(h ^ (h >> 29)) & (capacity - 1)
+
+    cdef int _grow(self) noexcept nogil:
+        cdef size_t new_capacity = self.capacity * 2, i, j
+        cdef _FileKey *new_slots = <_FileKey *>malloc(new_capacity * sizeof(_FileKey))
+        if new_slots == NULL:
+            return -1
+        self._clear_slots(new_slots, new_capacity)
+        for i in range(self.capacity):
+            if self.slots[i].value >= 0:
+                j = self._home(self.slots[i].dev, self.slots[i].ino, new_capacity)
+                while new_slots[j].value >= 0:
+                    j = (j + 1) & (new_capacity - 1)
+                new_slots[j] = self.slots[i]
+        free(self.slots)
+        self.slots = new_slots
+        self.capacity = new_capacity
+        return 0
+
+    cdef Py_ssize_t add(self, uint64_t dev, uint64_t ino, Py_ssize_t value) noexcept nogil:
+        """Insert; return the earlier value if the identity was present, -1 if it was new,
+        -2 if memory ran out (the caller then treats the file as new)."""
+        cdef size_t j
+        if 2 * (self.count + 1) > self.capacity and self._grow() != 0:
+            return -2
+        j = self._home(dev, ino, self.capacity)
+        while self.slots[j].value >= 0:
+            if self.slots[j].dev == dev and self.slots[j].ino == ino:
+                return self.slots[j].value
+            j = (j + 1) & (self.capacity - 1)
+        self.slots[j].dev = dev
+        self.slots[j].ino = ino
+        self.slots[j].value = value
+        self.count += 1
+        return -1
+
+
+
+# ---------------------------------------------------------------------------------------------
+# Discovery (contract section 4): list one directory, classify every entry without opening it.
+# ---------------------------------------------------------------------------------------------
+
+cdef enum EntryState:
+    ENTRY_INVALID_NAME
+    ENTRY_FILTERED
+    ENTRY_UNTRUSTED
+    ENTRY_CANDIDATE
+    ENTRY_DANGLING
+    ENTRY_LOOP
+    ENTRY_NOT_REGULAR
+    ENTRY_UNREADABLE
+    ENTRY_DUPLICATE
+
+cdef struct _Entry:
+    char *name
+    char *canonical         # malloc'd, NULL unless the entry resolved to a regular file
+    int state
+    int error               # errno behind ENTRY_UNREADABLE
+    Py_ssize_t first        # ENTRY_DUPLICATE: index of the first candidate with this identity
+
+
+cdef int _compare_names(const void *a, const void *b) noexcept nogil:
+    return strcmp((<_Entry *>a).name, (<_Entry *>b).name)
+
+
+cdef char *_join(const char *directory, size_t dir_len, const char *name) noexcept nogil:
+    """directory + '/' + name in a new buffer; NULL when out of memory."""
+    cdef size_t name_len = strlen(name)
+    cdef bint root = dir_len == 1 and directory[0] == b'/'
+    cdef char *out = <char *>malloc(dir_len + name_len + 2)
+    cdef size_t at = dir_len
+    if out == NULL:
+        return NULL
+    memcpy(out, directory, dir_len)
+    if not root:
+        out[at] = b'/'
+        at += 1
+    memcpy(out + at, name, name_len + 1)
+    return out
+
+
+cdef struct _Trust:
+    bint strict             # refuse files others can write to, or owned by a third user
+    uid_t uid               # the current user (root is always trusted)
+
+
+cdef inline bint _untrusted(const struct_stat *st, const _Trust *trust) noexcept nogil:
+    return trust.strict and ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0
+                             or (st.st_uid != 0 and st.st_uid != trust.uid))
+
+
+cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir_len,
+                    FileSet seen, Py_ssize_t *accepted, const _Trust *trust) noexcept nogil:
+    """Resolve one candidate entry to a regular file, or say why it is not one."""
+    cdef struct_stat st
+    cdef char *path
+    cdef char *resolved
+    cdef Py_ssize_t first
+    if fstatat(dir_fd, entry.name, &st, AT_SYMLINK_NOFOLLOW) != 0:
+        entry.state = ENTRY_UNREADABLE
+        entry.error = errno
+        return
+    if S_ISLNK(st.st_mode):
+        path = _join(directory, dir_len, entry.name)
+        if path == NULL:
+            entry.state = ENTRY_UNREADABLE
+            entry.error = 12  # ENOMEM
+            return
+        resolved = _posix.realpath(path, NULL)
+        if resolved == NULL:
+            entry.error = errno
+            free(path)
+            if entry.error == ENOENT or entry.error == ENOTDIR:
+                entry.state = ENTRY_DANGLING
+            elif entry.error == ELOOP:
+                entry.state = ENTRY_LOOP
+            else:
+                entry.state = ENTRY_UNREADABLE
+            return
+        free(path)
+        if c_stat(resolved, &st) != 0:
+            entry.error = errno
+            entry.state = ENTRY_DANGLING if entry.error == ENOENT else ENTRY_UNREADABLE
+            free(resolved)
+            return
+        if not S_ISREG(st.st_mode):
+            entry.state = ENTRY_NOT_REGULAR
+            free(resolved)
+            return
+        entry.canonical = resolved
+    elif S_ISREG(st.st_mode):
+        # The directory is canonical and the entry is not a link: no resolution needed.
+        entry.canonical = _join(directory, dir_len, entry.name)
+        if entry.canonical == NULL:
+            entry.state = ENTRY_UNREADABLE
+            entry.error = 12  # ENOMEM
+            return
+    else:
+        entry.state = ENTRY_NOT_REGULAR
+        return
+    if _untrusted(&st, trust):
+        entry.state = ENTRY_UNTRUSTED
+        entry.error = st.st_mode
+        entry.first = st.st_uid
+        free(entry.canonical)
+        entry.canonical = NULL
+        return
+    first = seen.add(<uint64_t>st.st_dev, <uint64_t>st.st_ino, accepted[0])
+    if first >= 0:
+        entry.state = ENTRY_DUPLICATE
+        entry.first = first
+        free(entry.canonical)
+        entry.canonical = NULL
+    else:
+        entry.state = ENTRY_CANDIDATE
+        accepted[0] += 1
+
+
+cdef str _strerror(int error):
+    return (<bytes>_posix.strerror(error)).decode("utf-8", "replace")
+
+
+cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
+    """(reason or None, canonical or None, detail) for one classified entry."""
+    cdef str canonical
+    if entry.state == ENTRY_CANDIDATE:
+        canonical = PyUnicode_DecodeFSDefault(entry.canonical)
+        accepted_paths.append(canonical)
+        return None, canonical, ""
+    if entry.state == ENTRY_INVALID_NAME:
+        return Reason.INVALID_FILENAME, None, "name does not match <vendor>_<name>_backend.so[.version]"
+    if entry.state == ENTRY_FILTERED:
+        return Reason.FILTERED_OUT, None, "excluded by DYNAMIC_BACKEND_SELECT or DYNAMIC_BACKEND_DISABLE"
+    if entry.state == ENTRY_UNTRUSTED:
+        return (Reason.UNTRUSTED_PERMISSIONS, None,
+                f"mode {entry.error & 0o7777:04o}, owner uid {entry.first}: writable by others "
+                f"or owned by neither root nor the current user")
+    if entry.state == ENTRY_DANGLING:
+        return Reason.DANGLING_SYMLINK, None, "symlink points to nothing"
+    if entry.state == ENTRY_LOOP:
+        return Reason.DANGLING_SYMLINK, None, "symlink chain loops or is too long"
+    if entry.state == ENTRY_NOT_REGULAR:
+        return Reason.NOT_A_REGULAR_FILE, None, "not a regular file (directory, FIFO, socket or device)"
+    if entry.state == ENTRY_DUPLICATE:
+        canonical = accepted_paths[entry.first]
+        return Reason.DUPLICATE_FILE, canonical, f"same file as {canonical}, already a candidate"
+    if entry.error == ENAMETOOLONG:
+        return Reason.UNREADABLE, None, "path too long"
+    if entry.error == ENOENT:
+        return Reason.UNREADABLE, None, "entry vanished during the scan"
+    return Reason.UNREADABLE, None, _strerror(entry.error)
+
+
+def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
+                   name_filter=None, bint strict_permissions=False, bint candidates_only=False):
+    """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
+
+    Returns ``(entries, error)``: ``entries`` is a list of ``(name_bytes, reason, canonical,
+    detail)`` with ``reason`` None for a new candidate; entries with invalid names are left out
+    unless ``include_invalid``. ``error`` is None, or a string when the directory itself could
+    not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
+    new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
+    given, is called with each candidate's name (str) before anything else is done with it and
+    returns whether to keep it. ``strict_permissions`` refuses files that others may write to or
+    that belong to a third user. ``candidates_only`` skips building ``entries`` (it comes back
+    empty): for callers that need only ``accepted_paths``.
+    """
+    cdef const char *dir_path = directory
+    cdef size_t dir_len = len(directory)
+    cdef int fd, open_error = 0
+    cdef _posix.DIR *dirp = NULL
+    cdef _posix.dirent *ent
+    cdef _Entry *entries = NULL
+    cdef _Entry *grown
+    cdef size_t count = 0, capacity = 0, i, name_len
+    cdef Py_ssize_t accepted = len(accepted_paths)
+    cdef bint out_of_memory = False
+    cdef list result = []
+    cdef _Trust trust
+    trust.strict = strict_permissions
+    trust.uid = getuid()
+
+    with nogil:
+        fd = c_open(dir_path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if fd < 0:
+            open_error = errno
+        else:
+            dirp = _posix.fdopendir(fd)
+            if dirp == NULL:
+                open_error = errno
+                c_close(fd)
+        if dirp != NULL:
+            while True:
+                ent = _posix.readdir(dirp)
+                if ent == NULL:
+                    break
+                if ent.d_name[0] == b'.' and (ent.d_name[1] == 0 or
+                                              (ent.d_name[1] == b'.' and ent.d_name[2] == 0)):
+                    continue
+                if count == capacity:
+                    capacity = 64 if capacity == 0 else capacity * 2
+                    grown = <_Entry *>realloc(entries, capacity * sizeof(_Entry))
+                    if grown == NULL:
+                        out_of_memory = True
+                        break
+                    entries = grown
+                name_len = strlen(ent.d_name)
+                entries[count].name = <char *>malloc(name_len + 1)
+                if entries[count].name == NULL:
+                    out_of_memory = True
+                    break
+                memcpy(entries[count].name, ent.d_name, name_len + 1)
+                entries[count].canonical = NULL
+                entries[count].error = 0
+                entries[count].first = -1
+                entries[count].state = (
+                    ENTRY_CANDIDATE if match_backend_filename(<const unsigned char *>ent.d_name, name_len)
+                    else ENTRY_INVALID_NAME)
+                count += 1
+            if count > 1:
+                qsort(entries, count, sizeof(_Entry), _compare_names)
+
+    try:
+        if name_filter is not None and dirp != NULL:
+            for i in range(count):
+                if entries[i].state == ENTRY_CANDIDATE and \
+                        not name_filter(entries[i].name.decode("ascii")):
+                    entries[i].state = ENTRY_FILTERED
+    finally:
+        with nogil:
+            if dirp != NULL:
+                for i in range(count):
+                    if entries[i].state == ENTRY_CANDIDATE:
+                        _classify(&entries[i], _posix.dirfd(dirp), dir_path, dir_len, seen,
+                                  &accepted, &trust)
+                _posix.closedir(dirp)
+
+    try:
+        for i in range(count):
+            if candidates_only:
+                if entries[i].state == ENTRY_CANDIDATE:
+                    accepted_paths.append(PyUnicode_DecodeFSDefault(entries[i].canonical))
+                continue
+            if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
+                continue
+            result.append((<bytes>entries[i].name,) + _entry_outcome(&entries[i], accepted_paths))
+    finally:
+        for i in range(count):
+            free(entries[i].name)
+            free(entries[i].canonical)
+        free(entries)
+
+    if open_error:
+        return result, _strerror(open_error)
+    if out_of_memory:
+        return result, "out of memory while listing the directory"
+    return result, None
