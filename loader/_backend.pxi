@@ -68,6 +68,7 @@ class LayerSupport(tuple):
 
 cdef enum:
     MESSAGE_SIZE = 1024
+    MAX_CAPABILITIES = 4096     # a longer list is a broken backend, not a long list
 
 
 cdef inline void _clear(char *message) noexcept nogil:
@@ -572,6 +573,10 @@ cdef class Backend:
             if _GET_CAPABILITIES.present(instance):
                 if instance.get_capabilities(instance, &entries, &count) != abi.BACKEND_STATUS_OK:
                     raise _errors.BackendInternalError(f"backend {self.id!r}: get_capabilities failed")
+                if count > MAX_CAPABILITIES:
+                    raise _errors.BackendInternalError(
+                        f"backend {self.id!r}: get_capabilities reports {count} entries "
+                        f"(at most {MAX_CAPABILITIES} are accepted)")
                 base = <const char *>entries
                 for i in range(count if entries != NULL else 0):
                     entry = <const abi.BackendCapability *>base
