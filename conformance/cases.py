@@ -381,12 +381,10 @@ def _support_creatable(subject):
     import loader
     backend = subject.backend()
     factory = backend.create_workload_factory()
-    claimed = 0
     for data in layer_cases():
         inputs = _layer_inputs(data)
         if not backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
             continue
-        claimed += 1
         try:
             factory.create_workload(data["layer"], inputs, data.get("descriptor")).close()
         except loader.BackendError as error:

@@ -158,9 +158,10 @@ def terminal_summary(run: Run, expectations=None) -> str:
                       f"({run.blocked_by.case.requirement}) must pass first; it ended "
                       f"{run.blocked_by.status}: {_first_line(run.blocked_by.message)}"]
     if expectations is not None:
-        for finding in expectations.findings(run)["unexpected_passes"]:
+        findings = expectations.findings(run)
+        for finding in findings["unexpected_passes"]:
             lines.append(f"  unexpected pass: {finding} is listed as an expected failure")
-        for entry in expectations.findings(run)["unmatched"]:
+        for entry in findings["unmatched"]:
             lines.append(f"  expectations entry {entry!r} matches no case")
     verdict = "CONFORMANT" if run.conformant else "NOT CONFORMANT"
     lines += ["", f"{verdict}  ({len(run.results)} run, {c['BLOCKED']} blocked, "

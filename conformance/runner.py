@@ -16,6 +16,7 @@ from typing import Callable, Iterable, List, Optional
 
 from conformance import cases as _cases
 from conformance.cases import Case
+from loader.isolation import signal_name
 
 STATUSES = ("PASS", "WARNING", "NOT_SUPPORTED", "FAIL", "CRASH", "TIMEOUT", "ERROR")
 BREAKING = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
@@ -72,13 +73,6 @@ def select_cases(expression: Optional[str]) -> List[Case]:
             and not any(matches(c.id, t) for t in exclude)]
 
 
-def _signal_name(number: int) -> str:
-    try:
-        return signal.Signals(number).name
-    except ValueError:
-        return f"signal {number}"
-
-
 class Worker:
     """One worker process with the library loaded; restarted by the controller after it dies."""
 
@@ -129,7 +123,7 @@ class Worker:
             self.kill()
             return "stopped answering"
         if code < 0:
-            return f"was killed by {_signal_name(-code)}"
+            return f"was killed by {signal_name(-code)}"
         return f"exited with status {code}"
 
     def kill(self):

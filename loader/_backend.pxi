@@ -491,6 +491,12 @@ cdef class Backend:
                    if not feature.covered(instance) else "not implemented"))
         return instance
 
+    cdef bint _provides(self, Feature feature) except -1:
+        cdef abi.BackendInstance *instance = self._enter()
+        cdef bint present = feature.present(instance)
+        self._leave()
+        return present
+
     def close(self):
         """Destroy the instance now, or when the calls in flight end. Idempotent."""
         cdef abi.BackendInstance *instance = NULL
@@ -706,13 +712,14 @@ cdef class Backend:
         if not isinstance(inputs, (list, tuple)):
             raise TypeError(f"{name}: inputs must be a list, not {type(inputs).__name__}")
         arrays = [_layers().input_array(name, i, v) for i, v in enumerate(inputs)]
-        support = self.is_layer_supported(name, arrays, descriptor)
+        prepared = _prepare(name, arrays, descriptor)
+        support = self.query_layer_support(prepared)
         if not support:
             raise _errors.LayerNotSupportedError(
                 f"backend {self.id!r} cannot run {name}: {support.reason}")
-        manager = self.create_memory_manager() if self.features["MemoryManager"] else None
+        manager = self.create_memory_manager() if self._provides(_MEMORY_MANAGER) else None
         factory = self.create_workload_factory(manager)
-        workload = factory.create_workload(name, arrays, descriptor)
+        workload = factory.create_workload_prepared(prepared)
         factory.close()
         try:
             if manager is None:

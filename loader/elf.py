@@ -5,8 +5,6 @@ from dataclasses import dataclass, field
 from typing import BinaryIO, List, Optional
 
 SHT_DYNSYM = 11
-SHT_DYNAMIC = 6
-DT_NULL, DT_NEEDED, DT_RPATH, DT_RUNPATH = 0, 1, 15, 29
 STB_GLOBAL, STB_WEAK = 1, 2
 STT_FUNC, STT_OBJECT = 2, 1
 SHN_UNDEF = 0
@@ -36,9 +34,6 @@ class ElfFile:
     file_type: int
     machine: int
     symbols: List[Symbol] = field(default_factory=list)
-    needed: List[str] = field(default_factory=list)
-    rpath: Optional[str] = None
-    runpath: Optional[str] = None
 
     def exported(self) -> List[Symbol]:
         return [s for s in self.symbols if s.exported]
@@ -62,9 +57,8 @@ def _read_at(f: BinaryIO, offset: int, size: int) -> bytes:
     return data
 
 
-def read(path: str, symbols: bool = True) -> ElfFile:
-    """Parse the header, the dynamic section (needed libraries, RPATH, RUNPATH) and, when
-    ``symbols``, the dynamic symbol table of ``path``."""
+def read(path: str) -> ElfFile:
+    """Parse the header and the dynamic symbol table of ``path``."""
     with open(path, "rb") as f:
         head = f.read(64)
         if len(head) < 16 or head[:4] != b"\x7fELF":
@@ -100,19 +94,7 @@ def read(path: str, symbols: bool = True) -> ElfFile:
             kind, link, entsize = section[1], section[6], section[9]
             if not entsize or link >= len(sections):
                 continue
-            if kind == SHT_DYNAMIC:
-                strings, entries = body(sections[link]), body(section)
-                for i in range(len(entries) // entsize):
-                    tag, value = struct.unpack_from(e + ("qQ" if wide else "iI"), entries, i * entsize)
-                    if tag == DT_NULL:
-                        break
-                    if tag == DT_NEEDED:
-                        result.needed.append(_string(strings, value))
-                    elif tag == DT_RPATH:
-                        result.rpath = _string(strings, value)
-                    elif tag == DT_RUNPATH:
-                        result.runpath = _string(strings, value)
-            elif kind == SHT_DYNSYM and symbols:
+            if kind == SHT_DYNSYM:
                 strings, entries = body(sections[link]), body(section)
                 for i in range(len(entries) // entsize):
                     if wide:

@@ -14,7 +14,8 @@ PROBE_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynami
 DEFAULT_TIMEOUT = 5.0
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """SIGSEGV for 11, and so on."""
     try:
         return signal.Signals(number).name
     except ValueError:
@@ -41,7 +42,7 @@ def probe(path: str, timeout: float = DEFAULT_TIMEOUT) -> Optional[Tuple[Reason,
                                       f"(stage {_last_stage(output)})")
     lines = output.decode("utf-8", "replace").splitlines()
     if child.returncode < 0:
-        return Reason.PROBE_CRASHED, (f"the probe was killed by {_signal_name(-child.returncode)} "
+        return Reason.PROBE_CRASHED, (f"the probe was killed by {signal_name(-child.returncode)} "
                                       f"(stage {_last_stage(output)})")
     if child.returncode != 0 or "done" not in lines:
         return Reason.PROBE_CRASHED, (f"the probe exited with status {child.returncode} "

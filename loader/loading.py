@@ -2,8 +2,10 @@
 
 The checks run in the contract's order and the first failure is the reason:
 
-    file checks (name, link resolution, regular file, duplicate file)   -> loader._core.scan_directory
-    ELF header, dlopen, entry points                                    -> loader._core.Library.open
+    file checks (name, filters, links, regular file, trust, duplicate)  -> loader._core.scan_directory
+    ELF header and segments, needed libraries                           -> _core.inspect_elf_file, dependencies
+    isolated probe (when asked)                                         -> loader.isolation.probe
+    dlopen, entry points                                                -> loader._core.Library.open
     backend id                                                          -> check_backend_id
     version                                                             -> loader.versions.is_backend_compatible
     factory probe                                                       -> Library.probe_factory

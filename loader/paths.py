@@ -128,8 +128,9 @@ def _check(path: str, seen: dict, position: int, strict: bool = False) -> Search
         return SearchPath(path, PathReason.NOT_ABSOLUTE, "not an absolute path")
     if not os.access(path, os.R_OK | os.X_OK):
         return SearchPath(path, PathReason.UNREADABLE, "directory cannot be listed")
-    if strict and _untrusted(st):
-        return SearchPath(path, PathReason.UNTRUSTED_PERMISSIONS, _untrusted(st))
+    why = _untrusted(st) if strict else None
+    if why:
+        return SearchPath(path, PathReason.UNTRUSTED_PERMISSIONS, why)
     canonical = os.path.realpath(path)
     first_position, first = seen.setdefault((st.st_dev, st.st_ino), (position, path))
     if first_position != position:
