@@ -51,6 +51,13 @@ class BuildExt(build_ext):
     def get_export_symbols(self, ext):
         return [] if isinstance(ext, NativeLibrary) else super().get_export_symbols(ext)
 
+    def copy_extensions_to_source(self):
+        # In-place and editable builds copy each output into the source tree, whose output
+        # directories (reference_backend/backends, mock_backends/lib, ...) are not committed.
+        for ext in self.extensions:
+            self.mkpath(os.path.dirname(os.path.join(HERE, self.get_ext_filename(ext.name))))
+        super().copy_extensions_to_source()
+
     def build_extension(self, ext):
         if isinstance(ext, NativeLibrary) and ext.link_stub:
             stub_dir = os.path.join(self.build_temp, "stubs")
@@ -70,7 +77,8 @@ class BuildProbe(BuildExt):
         super().run()
         objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
                                         include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
-        target_dir = "loader" if self.inplace else os.path.join(self.build_lib, "loader")
+        in_source = self.inplace or getattr(self, "editable_mode", False)
+        target_dir = "loader" if in_source else os.path.join(self.build_lib, "loader")
         self.compiler.link_executable(objects, "dynamic-backend-probe", output_dir=target_dir,
                                       libraries=["dl"])
 
@@ -81,13 +89,21 @@ class BuildPy(build_py):
     def run(self):
         super().run()
         paths = os.environ.get("DYNAMIC_BACKEND_PATHS")
-        config = os.path.join(self.build_lib, "loader", "_build_config.py")
+        # An editable install runs the source tree itself: the configuration goes there.
+        editable = getattr(self, "editable_mode", False)
+        root = HERE if editable else self.build_lib
+        config = os.path.join(root, "loader", "_build_config.py")
+        if paths is not None:
+            self.announce(f"DYNAMIC_BACKEND_PATHS={paths!r} at build time becomes the compiled-in "
+                          "search path list; the bundled reference backend's directory is not "
+                          "on it", level=3)
+        self.mkpath(os.path.dirname(config))
         with open(config, "w") as f:
             f.write('"""Written by setup.py at build time."""\n\n'
                     "# DYNAMIC_BACKEND_PATHS seen at build time; None: the reference backend's "
                     "directory.\n"
                     f"COMPILED_IN_PATHS = {paths!r}\n")
-        include = os.path.join(self.build_lib, "loader", "include")
+        include = os.path.join(root, "loader", "include")
         self.mkpath(include)
         self.copy_file(os.path.join("abi", "backend_api.h"), include)
 

@@ -35,4 +35,6 @@ def available(directory: str = LIBRARY_DIR) -> Dict[str, str]:
     """Every installed mock of ``directory`` (LIBRARY_DIR or HOSTILE_DIR): file name -> path."""
     if not os.path.isdir(directory):
         return {}
-    return {name: os.path.join(directory, name) for name in sorted(os.listdir(directory))}
+    # In a checkout built in place, hostile/ also holds the sources.
+    return {name: os.path.join(directory, name) for name in sorted(os.listdir(directory))
+            if name.endswith("_backend.so")}
