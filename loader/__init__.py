@@ -9,6 +9,62 @@
 """
 import os as _os
 
+
+def _core_built(package_dir):
+    """Whether ``package_dir`` holds a compiled loader._core this Python can import."""
+    from importlib.machinery import EXTENSION_SUFFIXES
+    return any(_os.path.isfile(_os.path.join(package_dir, "_core" + suffix))
+               for suffix in EXTENSION_SUFFIXES)
+
+
+def _unbuilt_checkout_error(package_dir):
+    """The ImportError for a source checkout imported before its compiled core was built: the
+    checkout shadows any installed copy whenever its root is on sys.path (``python`` or
+    ``python -m loader`` started in it)."""
+    import sys
+    from importlib.machinery import PathFinder
+
+    root = _os.path.dirname(package_dir)
+    installed = None
+    others = [p for p in sys.path if _os.path.realpath(p or _os.curdir) != _os.path.realpath(root)]
+    finders = [lambda: PathFinder.find_spec(__name__, others)] + [
+        (lambda f=f: f.find_spec(__name__, None)) for f in sys.meta_path
+        if f is not PathFinder and hasattr(f, "find_spec")]
+    for find in finders:
+        try:
+            spec = find()
+        except Exception:  # a third-party finder's failure only means "not found there"
+            continue
+        for location in (spec and spec.submodule_search_locations) or ():
+            if _os.path.realpath(location) != _os.path.realpath(package_dir) and _core_built(location):
+                installed = location
+                break
+        if installed:
+            break
+    cwd = " (the current directory)" if _os.path.realpath(root) == _os.path.realpath(
+        _os.getcwd()) else ""
+    message = (f"cannot import loader from the source checkout {package_dir}: its compiled core "
+               f"(loader._core) is not built for this Python ({sys.implementation.cache_tag}). "
+               f"Python found this checkout before any installed copy because its root, {root}, "
+               f"is on sys.path{cwd}. ")
+    if installed:
+        message += (f"An installed copy is at {installed}: run Python from another directory "
+                    f"(cd elsewhere) to use it, or build the checkout in place with "
+                    f"`pip install -e .` in {root} to use the checkout.")
+    else:
+        message += (f"No installed copy was found: build the checkout in place with "
+                    f"`pip install -e .` in {root}, or install it with `pip install .` and run "
+                    f"Python from another directory.")
+    return ImportError(message, name=__name__, path=package_dir)
+
+
+# A source checkout (it holds _core.pyx, which installed copies do not) must have its own
+# compiled core; otherwise say why it cannot be imported and what to do.
+_HERE = _os.path.dirname(_os.path.abspath(__file__))
+if _os.path.isfile(_os.path.join(_HERE, "_core.pyx")) and not _core_built(_HERE):
+    raise _unbuilt_checkout_error(_HERE)
+del _HERE, _core_built, _unbuilt_checkout_error
+
 from loader._core import (
     Backend,
     BackendContext,
