@@ -19,6 +19,8 @@ import tempfile
 import threading
 import time
 
+import numpy as np
+
 import loader
 import reference_backend
 
@@ -59,7 +61,8 @@ def threads(directory, count, per_thread):
             for _ in range(per_thread):
                 with loader.Runtime(dynamic_backends_path=directory) as runtime:
                     backend = runtime.create_backend("CpuRef")
-                    backend.execute("Activation", [[1.0, -1.0]], {"function": "relu"})
+                    backend.execute("Activation", [np.array([1.0, -1.0], np.float32)],
+                                    {"function": "relu"})
                 done.append(1)
         except Exception as error:
             errors.append(error)

@@ -100,7 +100,7 @@ cdef struct _LayerStorage:
     abi.BackendSoftmaxDescriptor softmax
 
 
-cdef void _fill_info(abi.BackendTensorInfo *info, tuple shape):
+cdef void _fill_info(abi.BackendTensorInfo *info, tuple shape) except *:
     cdef int d
     memset(info, 0, sizeof(abi.BackendTensorInfo))
     info.struct_size = sizeof(abi.BackendTensorInfo)
@@ -110,11 +110,35 @@ cdef void _fill_info(abi.BackendTensorInfo *info, tuple shape):
         info.dimensions[d] = shape[d]
 
 
-cdef void _pack_layer(_LayerStorage *s, object prepared):
-    """Fill ``s`` from a loader.layers.PreparedLayer; ``s.description`` points into ``s``."""
-    cdef int i, n = len(prepared.input_shapes)
+cdef void _pack_layer(_LayerStorage *s, object prepared) except *:
+    """Fill ``s`` from a loader.layers.PreparedLayer; ``s.description`` points into ``s``. What
+    the C structs cannot hold (more inputs or dimensions than they have room for, values out of
+    their members' range) is refused; everything else is passed on unchecked."""
+    cdef int n = len(prepared.input_shapes)
     cdef dict f = prepared.fields
-    cdef int code = prepared.code
+    cdef uint32_t code
+    try:
+        code = prepared.code
+    except OverflowError:
+        raise _errors.InvalidLayerError(f"{prepared.name}: layer type {prepared.code} does not "
+                                        f"fit the C layer description") from None
+    if n > 3:
+        raise _errors.InvalidLayerError(f"{prepared.name}: a layer description holds at most 3 "
+                                        f"inputs, got {n}")
+    for shape in prepared.input_shapes + (prepared.output_shape,):
+        if len(shape) > abi.BACKEND_MAX_DIMENSIONS:
+            raise _errors.InvalidLayerError(
+                f"{prepared.name}: a tensor has at most {abi.BACKEND_MAX_DIMENSIONS} dimensions, "
+                f"got shape {list(shape)}")
+    try:
+        _fill_layer(s, prepared, n, f, code)
+    except OverflowError as error:
+        raise _errors.InvalidLayerError(f"{prepared.name}: a value does not fit the C layer "
+                                        f"description: {error}") from None
+
+
+cdef void _fill_layer(_LayerStorage *s, object prepared, int n, dict f, uint32_t code) except *:
+    cdef int i
     memset(s, 0, sizeof(_LayerStorage))
     for i in range(n):
         _fill_info(&s.infos[i], prepared.input_shapes[i])
@@ -160,9 +184,7 @@ cdef void _pack_layer(_LayerStorage *s, object prepared):
 
 
 cdef object _prepare(object layer, object inputs, object descriptor):
-    """Arrays (or shapes) -> PreparedLayer; shapes may be given as tuples or lists of ints."""
-    if isinstance(inputs, (list, tuple)):
-        inputs = [tuple(v) if isinstance(v, list) else v for v in inputs]
+    """Arrays (or shapes) -> PreparedLayer."""
     return _layers().prepare(layer, inputs, descriptor)
 
 
@@ -250,6 +272,14 @@ cdef class MemoryManager:
     def close(self):
         self._destroy()
 
+    @property
+    def closed(self):
+        return self._manager == NULL
+
+    def __repr__(self):
+        state = "closed" if self._manager == NULL else f"live, acquired {self._acquired}"
+        return f"<MemoryManager of {self._library.backend_id!r} {state}>"
+
     def __enter__(self):
         self.acquire()
         return self
@@ -312,6 +342,14 @@ cdef class BackendContext:
     def close(self):
         self._destroy()
 
+    @property
+    def closed(self):
+        return self._context == NULL
+
+    def __repr__(self):
+        state = "closed" if self._context == NULL else "live"
+        return f"<BackendContext of {self._library.backend_id!r} {state}>"
+
 
 # Its native handle lives in the library: the garbage collector must never drop the library
 # reference before __dealloc__ has released the handle.
@@ -343,8 +381,17 @@ cdef class Workload:
             self._destroy()
 
     @property
+    def closed(self):
+        return self._workload == NULL
+
+    @property
     def output_shape(self):
         return self.layer.output_shape
+
+    def __repr__(self):
+        state = "closed" if self._workload == NULL else "live"
+        return (f"<Workload {self.layer.name} {[list(v) for v in self.layer.input_shapes]} -> "
+                f"{list(self.layer.output_shape)} of {self._library.backend_id!r} {state}>")
 
     def execute(self, inputs, outputs=None):
         """Run on ``inputs`` (float32 arrays of the shapes the workload was made for)."""
@@ -363,8 +410,7 @@ cdef class Workload:
                 f"{name}: the workload was created for inputs {[list(s) for s in self.layer.input_shapes]}, "
                 f"got {[list(s) for s in shapes]}")
         if outputs is None:
-            import numpy as np
-            outputs = [np.empty(self.layer.output_shape, dtype=np.float32)]
+            outputs = [_layers().new_output(self.layer)]
         elif (not isinstance(outputs, (list, tuple)) or len(outputs) != 1
                 or not _is_float32_array(outputs[0])
                 or outputs[0].shape != self.layer.output_shape or not outputs[0].flags.c_contiguous
@@ -411,8 +457,18 @@ cdef class WorkloadFactory:
         self._destroy()
 
     @property
+    def closed(self):
+        return self._factory == NULL
+
+    @property
     def memory_manager(self):
         return self._memory_manager
+
+    def __repr__(self):
+        state = "closed" if self._factory == NULL else "live"
+        manager = "with" if self._memory_manager is not None else "without"
+        return (f"<WorkloadFactory of {self._library.backend_id!r} {state}, {manager} a memory "
+                f"manager>")
 
     def create_workload(self, layer, inputs, descriptor=None):
         """A workload for ``layer`` on inputs of these arrays' (or shapes') shapes."""
@@ -713,6 +769,7 @@ cdef class Backend:
             raise TypeError(f"{name}: inputs must be a list, not {type(inputs).__name__}")
         arrays = [_layers().input_array(name, i, v) for i, v in enumerate(inputs)]
         prepared = _prepare(name, arrays, descriptor)
+        outputs = [_layers().new_output(prepared)]
         support = self.query_layer_support(prepared)
         if not support:
             raise _errors.LayerNotSupportedError(
@@ -723,9 +780,9 @@ cdef class Backend:
         factory.close()
         try:
             if manager is None:
-                return workload.execute(arrays)
+                return workload.execute(arrays, outputs)
             with manager:
-                return workload.execute(arrays)
+                return workload.execute(arrays, outputs)
         finally:
             workload.close()
             if manager is not None:

@@ -7,16 +7,23 @@ fit together. What a particular backend cannot do is its own answer, through
 ``Backend.is_layer_supported``.
 """
 import numbers
+import os
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 
-from loader.errors import InvalidLayerError, UnknownLayerError
+from loader.errors import BackendOutOfMemoryError, InvalidLayerError, UnknownLayerError
 
 Shape = Tuple[int, ...]
 UINT32_MAX = 2**32 - 1
-MAX_DIMENSIONS = 8
+MAX_DIMENSIONS = 8                 # BACKEND_MAX_DIMENSIONS
+MAX_INPUTS = 3
+#: Most elements one tensor (an input or the output) may hold: 2^40, 4 TiB of float32. Larger
+#: shapes are refused before a backend sees them, so that no byte size or index computation on
+#: them overflows, in the runtime or in a backend.
+MAX_ELEMENTS = 2**40
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 @dataclass(frozen=True)
@@ -37,7 +44,8 @@ def _integer(layer, key, value, minimum):
         raise TypeError(f"{layer}: {key!r} must be an integer, not {type(value).__name__}")
     value = int(value)
     if not minimum <= value <= UINT32_MAX:
-        raise InvalidLayerError(f"{layer}: {key!r} is {value}, must be at least {minimum}")
+        raise InvalidLayerError(f"{layer}: {key!r} is {value}, must be from {minimum} to "
+                                f"{UINT32_MAX}")
     return value
 
 
@@ -74,6 +82,9 @@ def _real(layer, key, value):
     value = float(value)
     if not np.isfinite(value):
         raise InvalidLayerError(f"{layer}: {key!r} must be finite, not {value}")
+    if abs(value) > FLOAT32_MAX:  # the C descriptor holds a float
+        raise InvalidLayerError(f"{layer}: {key!r} is {value}, beyond float32's range "
+                                f"(±{FLOAT32_MAX:.6g})")
     return value
 
 
@@ -103,11 +114,28 @@ def _window(layer, axis, size, pad_before, pad_after, extent, stride):
 # -- the layers --------------------------------------------------------------------------------
 
 ACTIVATION_FUNCTIONS = {"relu": 0, "bounded_relu": 1, "sigmoid": 2, "tanh": 3, "leaky_relu": 4}
+#: What each activation function computes and which of the parameters ``a`` and ``b`` (both 0
+#: unless given) it reads.
+ACTIVATION_PARAMETERS = {
+    "relu": "max(0, x) (a and b unused)",
+    "bounded_relu": "min(a, max(b, x)), a the upper bound and b the lower, both 0 unless given "
+                    "(with the defaults every output is 0)",
+    "sigmoid": "1 / (1 + exp(-x)) (a and b unused)",
+    "tanh": "tanh(x) (a and b unused)",
+    "leaky_relu": "x if x > 0 else a * x, a the slope below 0, 0 unless given (then it is relu; "
+                  "b unused)",
+}
+ACTIVATION_HELP = "functions: " + "; ".join(f"{name} = {text}"
+                                            for name, text in ACTIVATION_PARAMETERS.items())
 POOLING_TYPES = {"max": 0, "average": 1}
 
 
 def _activation(d, shapes):
-    fields = {"function": _choice("Activation", "function", d["function"], ACTIVATION_FUNCTIONS),
+    try:
+        function = _choice("Activation", "function", d["function"], ACTIVATION_FUNCTIONS)
+    except InvalidLayerError as error:
+        raise InvalidLayerError(f"{error}; {ACTIVATION_HELP}") from None
+    fields = {"function": function,
               "a": _real("Activation", "a", d["a"]), "b": _real("Activation", "b", d["b"])}
     return shapes[0], fields
 
@@ -231,6 +259,7 @@ class LayerType:
     inputs: Tuple[str, ...]     # names of the inputs; a trailing "bias" is optional
     defaults: Dict[str, object]
     infer: Callable
+    help: str = ""              # what the descriptor's values mean, for error messages
 
     @property
     def min_inputs(self) -> int:
@@ -240,7 +269,8 @@ class LayerType:
 _CONVOLUTION_DEFAULTS = {"stride": [1, 1], "padding": 0, "dilation": [1, 1]}
 
 LAYERS: Dict[str, LayerType] = {layer.name: layer for layer in [
-    LayerType("Activation", 0, ("x",), {"function": None, "a": 0.0, "b": 0.0}, _activation),
+    LayerType("Activation", 0, ("x",), {"function": None, "a": 0.0, "b": 0.0}, _activation,
+              ACTIVATION_HELP),
     LayerType("Addition", 1, ("a", "b"), {}, _elementwise("Addition")),
     LayerType("Multiplication", 2, ("a", "b"), {}, _elementwise("Multiplication")),
     LayerType("FullyConnected", 3, ("x", "w", "bias"), {"transpose_weights": True},
@@ -273,49 +303,71 @@ def _descriptor(layer: LayerType, descriptor: Optional[dict]) -> dict:
     if unknown:
         allowed = ", ".join(map(repr, layer.defaults)) or "none"
         raise InvalidLayerError(f"{layer.name}: unknown descriptor key "
-                                f"{', '.join(map(repr, unknown))} (allowed: {allowed})")
+                                f"{', '.join(map(repr, unknown))} (allowed: {allowed})"
+                                + (f"; {layer.help}" if layer.help else ""))
     merged = dict(layer.defaults)
     merged.update(descriptor)
     missing = [k for k, v in merged.items() if v is None]
     if missing:
-        raise InvalidLayerError(f"{layer.name}: descriptor needs {', '.join(map(repr, missing))}")
+        raise InvalidLayerError(f"{layer.name}: descriptor needs {', '.join(map(repr, missing))}"
+                                + (f"; {layer.help}" if layer.help else ""))
     return merged
 
 
+def _input_data(layer: str, index: int, value, or_shape: bool = False) -> np.ndarray:
+    """The one rule for input data, in ``execute`` and in the support queries alike: NumPy data
+    of dtype float32, an array (either byte order, any memory layout) or a scalar (a 0-d array).
+    Anything else is refused, however convertible (lists, Python numbers, other dtypes): a
+    conversion could lose precision, and its cost would be hidden."""
+    if isinstance(value, np.generic) and value.dtype == np.float32:
+        return np.asarray(value)
+    if not isinstance(value, np.ndarray):
+        kind = type(value).__name__
+        if isinstance(value, np.generic):
+            kind = f"a NumPy scalar ({kind})"
+        hint = (" (convert with numpy.asarray(value, dtype=numpy.float32))"
+                if isinstance(value, (list, tuple, numbers.Number, np.generic)) else "")
+        shape = " or a shape (a tuple of integers)" if or_shape else ""
+        raise TypeError(f"{layer}: input {index} must be a numpy.ndarray of float32{shape}, not "
+                        f"{kind}{hint}")
+    if value.dtype.kind != "f" or value.dtype.itemsize != 4:
+        raise TypeError(f"{layer}: input {index} has dtype {value.dtype}, float32 is "
+                        f"required (convert with .astype(numpy.float32))")
+    return value
+
+
 def input_array(layer: str, index: int, value) -> np.ndarray:
-    """``value`` as a C-contiguous float32 array: as is when it already is one (no copy), a
-    copy when it is float32 in another layout; anything else is refused."""
-    if isinstance(value, np.ndarray):
-        if value.dtype != np.float32:
-            if value.dtype.kind == "f" and value.dtype.itemsize == 4:  # non-native byte order
-                return np.ascontiguousarray(value, dtype=np.float32)
-            raise TypeError(f"{layer}: input {index} has dtype {value.dtype}, float32 is "
-                            f"required (convert with .astype(numpy.float32))")
-        if not value.flags.c_contiguous:
-            return np.ascontiguousarray(value)
-        return value
-    if isinstance(value, (list, tuple, numbers.Real)) and not isinstance(value, (bool, np.bool_)):
-        try:
-            return np.ascontiguousarray(value, dtype=np.float32)
-        except (TypeError, ValueError) as error:
-            raise TypeError(f"{layer}: input {index} is not a numeric array: {error}") from None
-    raise TypeError(f"{layer}: input {index} must be a numpy.ndarray of float32, "
-                    f"not {type(value).__name__}")
+    """``value`` as a C-contiguous native float32 array: as is when it already is one (no copy),
+    a copy when it is float32 in another layout or byte order; anything else is refused."""
+    value = _input_data(layer, index, value)
+    if value.dtype != np.float32 or not value.flags.c_contiguous:
+        return np.ascontiguousarray(value, dtype=np.float32)
+    return value
+
+
+def _elements(shape: Shape) -> int:
+    count = 1
+    for v in shape:
+        count *= v
+    return count
 
 
 def _shape(layer: str, index: int, value) -> Shape:
-    """The shape of an input given as an array or directly as a shape."""
-    shape = getattr(value, "shape", value)
-    if not isinstance(shape, (tuple, list)) or not all(
-            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in shape):
-        raise TypeError(f"{layer}: input {index} must be an array or a shape, not {value!r}")
-    shape = tuple(int(v) for v in shape)
+    """The shape of an input given as an array (see _input_data) or directly as a shape."""
+    if isinstance(value, (tuple, list)) and all(
+            isinstance(v, numbers.Integral) and not isinstance(v, (bool, np.bool_)) for v in value):
+        shape = tuple(int(v) for v in value)
+    else:
+        shape = _input_data(layer, index, value, or_shape=True).shape
     if len(shape) > MAX_DIMENSIONS:
         raise InvalidLayerError(f"{layer}: input {index} has {len(shape)} dimensions, at most "
                                 f"{MAX_DIMENSIONS}")
     if any(v < 1 for v in shape):
         raise InvalidLayerError(f"{layer}: input {index} has shape {list(shape)}; every "
                                 f"dimension must be at least 1")
+    if _elements(shape) > MAX_ELEMENTS:
+        raise InvalidLayerError(f"{layer}: input {index} has shape {list(shape)}, "
+                                f"{_elements(shape)} elements, more than 2^40")
     return shape
 
 
@@ -330,7 +382,39 @@ def prepare(name, inputs: Sequence, descriptor: Optional[dict] = None) -> Prepar
     shapes = tuple(_shape(layer.name, i, v) for i, v in enumerate(inputs))
     merged = _descriptor(layer, descriptor)
     output_shape, fields = layer.infer(merged, shapes)
-    return PreparedLayer(layer.name, layer.code, shapes, tuple(int(v) for v in output_shape), fields)
+    output_shape = tuple(int(v) for v in output_shape)
+    if _elements(output_shape) > MAX_ELEMENTS:
+        given = ", ".join(f"{k!r} {v!r}" for k, v in (descriptor or {}).items())
+        raise InvalidLayerError(
+            f"{layer.name}: the output would have shape {list(output_shape)}, "
+            f"{_elements(output_shape)} elements, more than 2^40 (inputs "
+            f"{[list(v) for v in shapes]}" + (f"; descriptor {given}" if given else "") + ")")
+    return PreparedLayer(layer.name, layer.code, shapes, output_shape, fields)
+
+
+def new_output(prepared: PreparedLayer) -> np.ndarray:
+    """A new float32 array for ``prepared``'s output, refused (BackendOutOfMemoryError) before
+    allocation when it is larger than this machine's memory."""
+    size = _elements(prepared.output_shape) * 4
+    memory = _physical_memory()
+    fields = ", ".join(f"{k} {v}" for k, v in prepared.fields.items())
+    message = (f"{prepared.name}: the output {list(prepared.output_shape)} needs {size} bytes "
+               f"({size / 2**30:.1f} GiB; inputs {[list(v) for v in prepared.input_shapes]}"
+               + (f", descriptor {fields}" if fields else "") + ")")
+    if memory is not None and size > memory:
+        raise BackendOutOfMemoryError(f"{message}, more than this machine's memory "
+                                      f"({memory / 2**30:.1f} GiB)")
+    try:
+        return np.empty(prepared.output_shape, dtype=np.float32)
+    except MemoryError:
+        raise BackendOutOfMemoryError(f"{message}: cannot allocate it") from None
+
+
+def _physical_memory() -> Optional[int]:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):
+        return None
 
 
 def input_arrays(prepared: PreparedLayer, inputs: Sequence) -> List[np.ndarray]:

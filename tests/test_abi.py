@@ -102,3 +102,44 @@ def test_the_embedding_example_runs():
                                               if k != loader.ENVIRONMENT_VARIABLE})
     assert result.returncode == 0, result.stdout + result.stderr
     assert "Softmax" in result.stdout and "max difference from NumPy" in result.stdout
+
+
+def _readme_blocks(section, language):
+    """The ``language`` code blocks of README.md's ``section``."""
+    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
+    if not os.path.exists(readme):
+        pytest.skip("README.md is not beside the tests")
+    with open(readme) as f:
+        text = f.read()
+    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
+    return re.findall(rf"```{language}\n(.*?)```", body, re.S)
+
+
+@needs_cc
+def test_the_readme_backend_compiles_warning_free_and_registers(backend_dir):
+    [source] = _readme_blocks("Writing a backend", "c")
+    compile_backend(source, backend_dir, "Acme_Npu_backend.so", "-fvisibility=hidden",
+                    "-std=c11", "-pedantic")
+    report = scan(backend_dir)
+    assert report["registered"] == ["AcmeNpu"], report["entries"]
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        backend = runtime.create_backend("AcmeNpu")
+    assert backend.is_layer_supported("Softmax", [(3,)]) == (False, "no layer is implemented yet")
+    factory = backend.create_workload_factory()
+    with pytest.raises(loader.BackendUnsupportedError, match="no layer is implemented yet"):
+        factory.create_workload("Softmax", [(3,)])
+    assert backend.capabilities == {}
+
+
+@needs_cc
+def test_the_readme_build_command_builds_the_readme_backend(tmp_path):
+    [source] = _readme_blocks("Writing a backend", "c")
+    [commands] = _readme_blocks("Writing a backend", "sh")
+    build = [line for line in commands.replace("\\\n", " ").splitlines() if line.startswith("cc ")]
+    assert len(build) == 1 and "-Wall -Wextra" in build[0]
+    (tmp_path / "acme.c").write_text(source)
+    environment = dict(os.environ, PATH=os.path.dirname(sys.executable) + os.pathsep
+                       + os.environ.get("PATH", ""))
+    subprocess.run(["sh", "-ec", build[0] + " -Werror"], cwd=str(tmp_path), env=environment,
+                   check=True, capture_output=True, timeout=120)
+    assert scan(tmp_path)["registered"] == ["AcmeNpu"]

@@ -103,6 +103,25 @@ def test_closed_objects_refuse_calls(backend):
         factory.create_workload("Softmax", [(3,)])
 
 
+def test_each_object_shows_its_backend_and_state(backend):
+    manager = backend.create_memory_manager()
+    factory = backend.create_workload_factory(manager)
+    workload = factory.create_workload("Softmax", [(2, 10)])
+    context = backend.create_backend_context()
+    assert repr(manager) == "<MemoryManager of 'CpuRef' live, acquired 0>"
+    assert repr(factory) == "<WorkloadFactory of 'CpuRef' live, with a memory manager>"
+    assert repr(backend.create_workload_factory()) == \
+        "<WorkloadFactory of 'CpuRef' live, without a memory manager>"
+    assert repr(workload) == "<Workload Softmax [[2, 10]] -> [2, 10] of 'CpuRef' live>"
+    assert repr(context) == "<BackendContext of 'CpuRef' live>"
+    with manager:
+        assert repr(manager) == "<MemoryManager of 'CpuRef' live, acquired 1>"
+    for thing in (workload, factory, manager, context):
+        assert not thing.closed
+        thing.close()
+        assert thing.closed and repr(thing).endswith(("closed>", "closed, with a memory manager>"))
+
+
 def test_memory_manager_acquire_and_release_balance(backend):
     manager = backend.create_memory_manager()
     with pytest.raises(loader.InvalidStateError, match="without being acquired"):

@@ -1,4 +1,6 @@
 """Malformed layer calls get an exception that names the problem; nothing crashes."""
+import os
+
 import numpy as np
 import pytest
 
@@ -86,22 +88,151 @@ def test_malformed_calls_name_the_problem(backend, layer, inputs, descriptor, er
         assert word in str(raised.value), str(raised.value)
 
 
+# -- input data: one rule for execute and the support queries ---------------------------------
+
+def _calls(backend, inputs):
+    """Every entry point that takes a layer's inputs, each as (name, call)."""
+    descriptor = {"function": "relu"}
+    workload = backend.create_workload_factory().create_workload("Activation", [(3,)], descriptor)
+    return [
+        ("execute", lambda: backend.execute("Activation", inputs, descriptor)),
+        ("is_layer_supported", lambda: backend.is_layer_supported("Activation", inputs, descriptor)),
+        ("create_workload", lambda: backend.create_workload_factory().create_workload(
+            "Activation", inputs, descriptor)),
+        ("Workload.execute", lambda: workload.execute(inputs)),
+    ]
+
+
 @pytest.mark.parametrize("value, words", [
-    (np.ones(3, dtype=np.float64), ["float64", "float32"]),
+    (np.ones(3, dtype=np.float64), ["dtype float64", "float32", ".astype(numpy.float32)"]),
     (np.ones(3, dtype=np.int32), ["int32"]),
     (np.ones(3, dtype=np.float16), ["float16"]),
     (np.ones(3, dtype=np.complex64), ["complex64"]),
-    (np.array(["a", "b"]), ["<U1"]),
+    (np.array(["a", "b", "c"]), ["<U1"]),
+    (np.float64(1.0), ["NumPy scalar (float64)"]),
+    ([1.0, 2.0, 3.0], ["list", "numpy.asarray(value, dtype=numpy.float32)"]),
+    ([1, "x"], ["list"]),
+    (1.5, ["float"]),
     (None, ["NoneType"]),
     ("abc", ["str"]),
-    ([1, "x"], ["not a numeric array"]),
     ({"a": 1}, ["dict"]),
 ])
-def test_wrong_input_types_are_refused(backend, value, words):
-    with pytest.raises(TypeError) as raised:
-        backend.execute("Activation", [value], {"function": "relu"})
+def test_wrong_input_data_is_refused_alike_by_every_entry_point(backend, value, words):
+    for name, call in _calls(backend, [value]):
+        with pytest.raises(TypeError) as raised:
+            call()
+        message = str(raised.value)
+        assert message.startswith("Activation: input 0 "), (name, message)
+        for word in words:
+            assert word in message, (name, message)
+
+
+@pytest.mark.parametrize("value", [
+    np.array([-1, 0, 2], dtype=F),
+    np.array([-1, 0, 2], dtype=">f4"),                       # the other byte order
+    np.array([-1, 9, 0, 9, 2], dtype=F)[::2],                # strided
+])
+def test_float32_data_is_accepted_alike_by_every_entry_point(backend, value):
+    for name, call in _calls(backend, [value]):
+        result = call()
+        if name == "is_layer_supported":
+            assert result == (True, ""), name
+        elif name.endswith("execute"):
+            np.testing.assert_array_equal(result[0], [0, 0, 2])
+
+
+def test_a_float32_scalar_is_a_zero_dimensional_array(backend):
+    assert backend.is_layer_supported("Activation", [F(-2)], {"function": "relu"})
+    [y] = backend.execute("Activation", [F(-2)], {"function": "relu"})
+    assert y.shape == () and y == 0
+
+
+# -- sizes and descriptor values are bounded before anything is allocated ---------------------
+
+def test_an_output_beyond_2_to_the_40_elements_is_refused_naming_the_descriptor(backend):
+    x, w = x4(1, 56, 56, 64), x4(64, 3, 3, 64)
+    calls = [lambda: backend.execute("Convolution2d", [x, w], {"padding": 100000}),
+             lambda: backend.is_layer_supported("Convolution2d", [x, w], {"padding": 100000}),
+             lambda: backend.create_workload_factory().create_workload(
+                 "Convolution2d", [x.shape, w.shape], {"padding": 100000})]
+    for call in calls:
+        with pytest.raises(loader.InvalidLayerError) as raised:
+            call()
+        for word in ["[1, 200054, 200054, 64]", "more than 2^40", "'padding' 100000"]:
+            assert word in str(raised.value)
+
+
+def test_pooling_padding_cannot_blow_up_the_output_either(backend):
+    descriptor = {"pool": "max", "kernel": [2**31, 1], "padding": [2**31 - 1, 2**31 - 1, 0, 0]}
+    with pytest.raises(loader.InvalidLayerError, match=r"more than 2\^40.*'kernel'"):
+        backend.is_layer_supported("Pooling2d", [(1, 4, 2**20, 1)], descriptor)
+
+
+def test_an_input_shape_beyond_2_to_the_40_elements_is_refused(backend):
+    with pytest.raises(loader.InvalidLayerError, match=r"input 1 has shape \[1048576, 1048577\]"):
+        backend.is_layer_supported("Addition", [(1,), (2**20, 2**20 + 1)])
+    with pytest.raises(loader.InvalidLayerError, match="at least 1"):
+        backend.is_layer_supported("Addition", [(1,), (-(2**20), -(2**20))])
+
+
+def _memory():
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+
+
+def test_an_output_larger_than_memory_is_refused_before_allocation(backend):
+    padding = int((_memory() / 4) ** 0.5 / 2) + 1000   # output [1, 54 + 2p, 54 + 2p, 1]
+    if (54 + 2 * padding) ** 2 > layers.MAX_ELEMENTS:
+        pytest.skip("this machine has more memory than the largest output the runtime accepts")
+    x, w = x4(1, 56, 56, 1), x4(1, 3, 3, 1)
+    assert backend.is_layer_supported("Convolution2d", [x, w], {"padding": padding})  # a query
+    with pytest.raises(loader.BackendOutOfMemoryError) as raised:
+        backend.execute("Convolution2d", [x, w], {"padding": padding})
+    assert isinstance(raised.value, MemoryError)
+    for word in [f"[1, {54 + 2 * padding}, {54 + 2 * padding}, 1]", "more than this machine's memory",
+                 f"pad_top {padding}"]:
+        assert word in str(raised.value), str(raised.value)
+    workload = backend.create_workload_factory().create_workload(
+        "Convolution2d", [x, w], {"padding": padding})
+    with pytest.raises(loader.BackendOutOfMemoryError, match="more than this machine's memory"):
+        workload.execute([x, w])
+
+
+@pytest.mark.parametrize("descriptor, words", [
+    ({"padding": 2**32}, ["'padding' is 4294967296", "from 0 to 4294967295"]),
+    ({"stride": [1, 2**40]}, ["'stride' is 1099511627776", "from 1 to 4294967295"]),
+    ({"dilation": 0}, ["'dilation' is 0", "from 1 to"]),
+])
+def test_integer_descriptor_values_must_fit_the_c_descriptor(backend, descriptor, words):
+    with pytest.raises(loader.InvalidLayerError) as raised:
+        backend.is_layer_supported("Convolution2d", [(1, 5, 5, 1), (1, 3, 3, 1)], descriptor)
     for word in words:
         assert word in str(raised.value)
+
+
+@pytest.mark.parametrize("layer, descriptor, key", [
+    ("Softmax", {"beta": 1e39}, "'beta'"),
+    ("Activation", {"function": "bounded_relu", "a": -1e300}, "'a'"),
+    ("Activation", {"function": "leaky_relu", "b": 4e38}, "'b'"),
+])
+def test_real_descriptor_values_must_fit_a_float32(backend, layer, descriptor, key):
+    with pytest.raises(loader.InvalidLayerError, match=f"{key} is .*beyond float32's range"):
+        backend.is_layer_supported(layer, [(3,)], descriptor)
+
+
+# -- what the activation functions read ----------------------------------------------------------
+
+@pytest.mark.parametrize("descriptor", [None, {"function": "gelu"}, {"function": "relu", "alpha": 1}])
+def test_activation_errors_say_what_each_function_computes_and_reads(backend, descriptor):
+    with pytest.raises(loader.InvalidLayerError) as raised:
+        backend.execute("Activation", [x4(3)], descriptor)
+    message = str(raised.value)
+    for function, text in layers.ACTIVATION_PARAMETERS.items():
+        assert f"{function} = {text}" in message
+    assert "min(a, max(b, x)), a the upper bound and b the lower, both 0 unless given" in message
+
+
+def test_every_activation_function_is_documented():
+    assert set(layers.ACTIVATION_PARAMETERS) == set(layers.ACTIVATION_FUNCTIONS)
 
 
 def test_inputs_must_be_a_list(backend):
@@ -162,3 +293,23 @@ def test_workload_rejects_inputs_of_other_shapes(backend):
     out = np.empty((2, 3), dtype=F)
     assert workload.execute([-x4(2, 3)], [out])[0] is out
     np.testing.assert_array_equal(out, 0)
+
+
+@pytest.mark.parametrize("layer, words", [
+    (prepared("Activation", 0, [(1,) * 9], (1,) * 9, {"function": 0, "a": 0.0, "b": 0.0}),
+     ["at most 8 dimensions"]),
+    (prepared("Addition", 1, [(2,)] * 4, (2,)), ["at most 3 inputs, got 4"]),
+    (prepared("Activation", 0, [(2**63,)], (2**63,), {"function": 0, "a": 0.0, "b": 0.0}),
+     ["does not fit"]),
+    (prepared("Activation", 0, [(3,)], (3,), {"function": -1, "a": 0.0, "b": 0.0}),
+     ["does not fit"]),
+    (prepared("Activation", -3, [(3,)], (3,), {"function": 0, "a": 0.0, "b": 0.0}),
+     ["layer type -3 does not fit"]),
+])
+def test_a_description_the_c_structs_cannot_hold_is_refused_before_the_backend(backend, layer, words):
+    for call in (lambda: backend.query_layer_support(layer),
+                 lambda: backend.create_workload_factory().create_workload_prepared(layer)):
+        with pytest.raises(loader.InvalidLayerError) as raised:
+            call()
+        for word in words:
+            assert word in str(raised.value)

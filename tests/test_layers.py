@@ -214,9 +214,9 @@ def test_byte_swapped_float32_is_converted(backend, rng):
     np.testing.assert_array_equal(y, np.maximum(x, 0))
 
 
-def test_lists_are_accepted_as_float32_data(backend):
-    y = run(backend, "Addition", [[1.0, 2.0], [[10.0], [20.0]]])
-    np.testing.assert_array_equal(y, [[11, 12], [21, 22]])
+def test_lists_are_refused_as_data(backend):
+    with pytest.raises(TypeError, match="input 0 must be a numpy.ndarray of float32, not list"):
+        run(backend, "Addition", [[1.0, 2.0], [[10.0], [20.0]]])
 
 
 def test_inputs_are_not_modified(backend, rng):
