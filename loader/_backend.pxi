@@ -117,27 +117,23 @@ cdef void _pack_layer(_LayerStorage *s, object prepared) except *:
     cdef int n = len(prepared.input_shapes)
     cdef dict f = prepared.fields
     cdef uint32_t code
-    try:
-        code = prepared.code
-    except OverflowError:
-        raise _errors.InvalidLayerError(f"{prepared.name}: layer type {prepared.code} does not "
-                                        f"fit the C layer description") from None
     if n > 3:
         raise _errors.InvalidLayerError(f"{prepared.name}: a layer description holds at most 3 "
                                         f"inputs, got {n}")
-    for shape in prepared.input_shapes + (prepared.output_shape,):
+    for shape in list(prepared.input_shapes) + [prepared.output_shape]:
         if len(shape) > abi.BACKEND_MAX_DIMENSIONS:
             raise _errors.InvalidLayerError(
                 f"{prepared.name}: a tensor has at most {abi.BACKEND_MAX_DIMENSIONS} dimensions, "
                 f"got shape {list(shape)}")
     try:
-        _fill_layer(s, prepared, n, f, code)
+        code = prepared.code
+        _fill(s, prepared, n, f, code)
     except OverflowError as error:
         raise _errors.InvalidLayerError(f"{prepared.name}: a value does not fit the C layer "
                                         f"description: {error}") from None
 
 
-cdef void _fill_layer(_LayerStorage *s, object prepared, int n, dict f, uint32_t code) except *:
+cdef void _fill(_LayerStorage *s, object prepared, int n, dict f, uint32_t code) except *:
     cdef int i
     memset(s, 0, sizeof(_LayerStorage))
     for i in range(n):

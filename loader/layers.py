@@ -6,10 +6,11 @@ does not exist, a value of the wrong type, inputs that are not float32 or whose 
 fit together. What a particular backend cannot do is its own answer, through
 ``Backend.is_layer_supported``.
 """
+import functools
 import numbers
 import os
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -18,12 +19,12 @@ from loader.errors import BackendOutOfMemoryError, InvalidLayerError, UnknownLay
 Shape = Tuple[int, ...]
 UINT32_MAX = 2**32 - 1
 MAX_DIMENSIONS = 8                 # BACKEND_MAX_DIMENSIONS
-MAX_INPUTS = 3
 #: Most elements one tensor (an input or the output) may hold: 2^40, 4 TiB of float32. Larger
 #: shapes are refused before a backend sees them, so that no byte size or index computation on
 #: them overflows, in the runtime or in a backend.
 MAX_ELEMENTS = 2**40
 FLOAT32_MAX = float(np.finfo(np.float32).max)
+_FLOAT32 = np.dtype(np.float32)
 
 
 @dataclass(frozen=True)
@@ -339,6 +340,8 @@ def _input_data(layer: str, index: int, value, or_shape: bool = False) -> np.nda
 def input_array(layer: str, index: int, value) -> np.ndarray:
     """``value`` as a C-contiguous native float32 array: as is when it already is one (no copy),
     a copy when it is float32 in another layout or byte order; anything else is refused."""
+    if isinstance(value, np.ndarray) and value.dtype is _FLOAT32 and value.flags.c_contiguous:
+        return value  # the common case, decided without the full check
     value = _input_data(layer, index, value)
     if value.dtype != np.float32 or not value.flags.c_contiguous:
         return np.ascontiguousarray(value, dtype=np.float32)
@@ -397,25 +400,27 @@ def new_output(prepared: PreparedLayer) -> np.ndarray:
     allocation when it is larger than this machine's memory."""
     size = _elements(prepared.output_shape) * 4
     memory = _physical_memory()
-    fields = ", ".join(f"{k} {v}" for k, v in prepared.fields.items())
-    message = (f"{prepared.name}: the output {list(prepared.output_shape)} needs {size} bytes "
-               f"({size / 2**30:.1f} GiB; inputs {[list(v) for v in prepared.input_shapes]}"
-               + (f", descriptor {fields}" if fields else "") + ")")
     if memory is not None and size > memory:
-        raise BackendOutOfMemoryError(f"{message}, more than this machine's memory "
-                                      f"({memory / 2**30:.1f} GiB)")
+        raise BackendOutOfMemoryError(f"{_output_size(prepared, size)}, more than this "
+                                      f"machine's memory ({memory / 2**30:.1f} GiB)")
     try:
         return np.empty(prepared.output_shape, dtype=np.float32)
     except MemoryError:
-        raise BackendOutOfMemoryError(f"{message}: cannot allocate it") from None
+        raise BackendOutOfMemoryError(f"{_output_size(prepared, size)}: cannot allocate "
+                                      f"it") from None
 
 
+def _output_size(prepared: PreparedLayer, size: int) -> str:
+    fields = ", ".join(f"{k} {v}" for k, v in prepared.fields.items())
+    return (f"{prepared.name}: the output {list(prepared.output_shape)} needs {size} bytes "
+            f"({size / 2**30:.1f} GiB; inputs {[list(v) for v in prepared.input_shapes]}"
+            + (f", descriptor {fields}" if fields else "") + ")")
+
+
+@functools.lru_cache(maxsize=None)
 def _physical_memory() -> Optional[int]:
+    """This machine's memory in bytes (None when unknown), read once."""
     try:
         return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError):
         return None
-
-
-def input_arrays(prepared: PreparedLayer, inputs: Sequence) -> List[np.ndarray]:
-    return [input_array(prepared.name, i, v) for i, v in enumerate(inputs)]

@@ -304,7 +304,7 @@ def test_workload_rejects_inputs_of_other_shapes(backend):
     (prepared("Activation", 0, [(3,)], (3,), {"function": -1, "a": 0.0, "b": 0.0}),
      ["does not fit"]),
     (prepared("Activation", -3, [(3,)], (3,), {"function": 0, "a": 0.0, "b": 0.0}),
-     ["layer type -3 does not fit"]),
+     ["does not fit", "negative"]),
 ])
 def test_a_description_the_c_structs_cannot_hold_is_refused_before_the_backend(backend, layer, words):
     for call in (lambda: backend.query_layer_support(layer),
