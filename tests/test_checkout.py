@@ -123,11 +123,14 @@ def test_python_started_elsewhere_runs_the_copy_under_test():
     assert os.path.isfile(reference_backend.LIBRARY_PATH)
 
 
-def test_the_pytest_header_names_the_copy_under_test():
+def test_the_pytest_header_names_the_copy_under_test(tmp_path):
+    # Started outside the checkout, as the pytest command is (python -m pytest in the checkout
+    # would put an unbuilt checkout first on sys.path).
     result = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-p", "no:cacheprovider",
-         os.path.join("tests", "test_abi.py")],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+         "--rootdir", REPO, "-c", os.path.join(REPO, "pyproject.toml"),
+         os.path.join(REPO, "tests", "test_abi.py")],
+        cwd=str(tmp_path), capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
     header = "the checkout at" if CHECKOUT_BUILT else "the INSTALLED package at"
     assert f"dynamic-backends: testing {header} {os.path.dirname(TESTED)}" in result.stdout
