@@ -241,8 +241,8 @@ def _reshape(d, shapes):
                                 f"and at most one -1")
     if len(target) > MAX_DIMENSIONS:
         raise InvalidLayerError(f"{layer}: at most {MAX_DIMENSIONS} dimensions")
-    count = int(np.prod(shapes[0], dtype=np.int64))
-    known = int(np.prod([v for v in target if v != -1], dtype=np.int64))
+    count = _elements(shapes[0])
+    known = _elements([v for v in target if v != -1])  # exact: no wrap-around
     if -1 in target:
         if count % known:
             raise InvalidLayerError(f"{layer}: cannot reshape {list(shapes[0])} into {d['shape']}")

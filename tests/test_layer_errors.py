@@ -79,6 +79,11 @@ def x4(*shape):
     ("Reshape", [x4(2, 3)], {"shape": [0, 6]}, loader.InvalidLayerError, ["positive"]),
     ("Reshape", [x4(2, 3)], {"shape": 6}, TypeError, ["'shape'"]),
     ("Reshape", [x4(1)], {"shape": [1] * 9}, loader.InvalidLayerError, ["at most 8"]),
+    ("Reshape", [x4(4)], {"shape": [2**62, 2**62]}, loader.InvalidLayerError,
+     ["(4 elements)", "(21267647932558653966460912964485513216 elements)"]),
+    ("Reshape", [x4(4)], {"shape": [2**62, 2**62, -1]}, loader.InvalidLayerError,
+     ["cannot reshape"]),
+    ("Reshape", [x4(4)], {"shape": [2**64, -1]}, loader.InvalidLayerError, ["cannot reshape"]),
 ])
 def test_malformed_calls_name_the_problem(backend, layer, inputs, descriptor, error, words):
     with pytest.raises(error) as raised:
