@@ -3,6 +3,8 @@
 # while any of them lives. Every backend call goes through _check() on the next line.
 
 cimport cython
+import numbers
+
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_C_CONTIGUOUS, PyBUF_WRITABLE
 from cpython.unicode cimport PyUnicode_DecodeASCII
 
@@ -284,6 +286,15 @@ cdef class MemoryManager:
         self.release()
 
 
+cdef uint64_t _network_id(object value) except? 0:
+    """A network id as the ABI carries it: an integer from 0 to 2^64 - 1."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"a network id must be an integer, not {type(value).__name__}")
+    if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
+        raise ValueError(f"network id {value} is out of range (0 to 2^64 - 1)")
+    return int(value)
+
+
 # Its native handle lives in the library: the garbage collector must never drop the library
 # reference before __dealloc__ has released the handle.
 @cython.no_gc_clear
@@ -307,32 +318,36 @@ cdef class BackendContext:
             raise _errors.BackendError("the backend context is closed")
         return self._context
 
-    def before_load_network(self, uint64_t network_id):
+    def before_load_network(self, network_id):
         cdef char message[MESSAGE_SIZE]
+        cdef uint64_t checked = _network_id(network_id)
         cdef abi.BackendContext *c = self._require()
         _clear(message)
-        _check(c.before_load_network(c, network_id, message, MESSAGE_SIZE), message,
+        _check(c.before_load_network(c, checked, message, MESSAGE_SIZE), message,
                "before_load_network")
 
-    def after_load_network(self, uint64_t network_id):
+    def after_load_network(self, network_id):
         cdef char message[MESSAGE_SIZE]
+        cdef uint64_t checked = _network_id(network_id)
         cdef abi.BackendContext *c = self._require()
         _clear(message)
-        _check(c.after_load_network(c, network_id, message, MESSAGE_SIZE), message,
+        _check(c.after_load_network(c, checked, message, MESSAGE_SIZE), message,
                "after_load_network")
 
-    def before_unload_network(self, uint64_t network_id):
+    def before_unload_network(self, network_id):
         cdef char message[MESSAGE_SIZE]
+        cdef uint64_t checked = _network_id(network_id)
         cdef abi.BackendContext *c = self._require()
         _clear(message)
-        _check(c.before_unload_network(c, network_id, message, MESSAGE_SIZE), message,
+        _check(c.before_unload_network(c, checked, message, MESSAGE_SIZE), message,
                "before_unload_network")
 
-    def after_unload_network(self, uint64_t network_id):
+    def after_unload_network(self, network_id):
         cdef char message[MESSAGE_SIZE]
+        cdef uint64_t checked = _network_id(network_id)
         cdef abi.BackendContext *c = self._require()
         _clear(message)
-        _check(c.after_unload_network(c, network_id, message, MESSAGE_SIZE), message,
+        _check(c.after_unload_network(c, checked, message, MESSAGE_SIZE), message,
                "after_unload_network")
 
     def close(self):
@@ -701,6 +716,14 @@ cdef class Backend:
         cdef WorkloadFactory factory
         try:
             if memory_manager is not None:
+                if memory_manager._library is not self._library and (
+                        self._library._handle == NULL
+                        or memory_manager._library._handle != self._library._handle):
+                    raise _errors.InvalidArgumentError(
+                        f"create_workload_factory: the memory manager was created by backend "
+                        f"{memory_manager._library.backend_id!r} from "
+                        f"{memory_manager._library.path}, not by this one "
+                        f"({self.id!r} from {self._library.path})")
                 manager = memory_manager._require()
             _clear(message)
             _check(instance.create_workload_factory(instance, manager, &created, message, MESSAGE_SIZE),

@@ -1,6 +1,7 @@
 """The Backend API 1.1 objects from Python: capabilities, support queries, memory managers,
 workload factories, workloads and contexts; their lifetimes; and minor-version skew."""
 import gc
+import os
 import subprocess
 import sys
 import threading
@@ -120,6 +121,38 @@ def test_each_object_shows_its_backend_and_state(backend):
         assert not thing.closed
         thing.close()
         assert thing.closed and repr(thing).endswith(("closed>", "closed, with a memory manager>"))
+
+
+def test_a_memory_manager_works_only_with_the_library_that_made_it(backend, tmp_path):
+    # The same file in another runtime is the same loaded library: its manager fits.
+    with loader.Runtime(dynamic_backends_path=os.path.dirname(backend.file)) as runtime:
+        same_file = runtime.create_backend("CpuRef")
+    backend.create_workload_factory(same_file.create_memory_manager()).close()
+    # Another copy of the file is another library: its manager is refused, not handed over.
+    other_dir = tmp_path / "copy"
+    other_dir.mkdir()
+    install_reference(other_dir)
+    with loader.Runtime(dynamic_backends_path=str(other_dir)) as runtime:
+        other = runtime.create_backend("CpuRef")
+    assert other.file != backend.file
+    with pytest.raises(loader.InvalidArgumentError) as raised:
+        backend.create_workload_factory(other.create_memory_manager())
+    assert other.file in str(raised.value) and backend.file in str(raised.value)
+    with pytest.raises(TypeError):
+        backend.create_workload_factory("a manager")
+
+
+@pytest.mark.parametrize("network_id, error", [
+    (-1, ValueError), (2**64, ValueError), (True, TypeError), (1.0, TypeError), ("1", TypeError),
+])
+def test_network_ids_are_64_bit_unsigned_integers(backend, network_id, error):
+    context = backend.create_backend_context()
+    for call in (context.before_load_network, context.after_load_network,
+                 context.before_unload_network, context.after_unload_network):
+        with pytest.raises(error, match="network id"):
+            call(network_id)
+    context.before_load_network(2**64 - 1)
+    context.after_load_network(np.uint64(2**64 - 1))
 
 
 def test_memory_manager_acquire_and_release_balance(backend):
