@@ -291,7 +291,7 @@ cdef uint64_t _network_id(object value) except? 0:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise TypeError(f"a network id must be an integer, not {type(value).__name__}")
     if not 0 <= value <= 0xFFFFFFFFFFFFFFFF:
-        raise ValueError(f"network id {value} is out of range (0 to 2^64 - 1)")
+        raise _errors.InvalidArgumentError(f"network id {value} is out of range (0 to 2^64 - 1)")
     return int(value)
 
 

@@ -65,6 +65,9 @@ class BackendStatusError(BackendError):
 
 
 class InvalidArgumentError(BackendStatusError, ValueError):
+    """BACKEND_STATUS_INVALID_ARGUMENT from a backend, or an argument the runtime refuses before
+    it reaches one (a value out of its C type's range, another library's object)."""
+
     status = 1
 
 

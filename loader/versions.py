@@ -3,6 +3,7 @@ import numbers
 from typing import NamedTuple
 
 from loader import _core
+from loader.errors import InvalidArgumentError
 
 UINT32_MAX = 2**32 - 1
 
@@ -14,7 +15,8 @@ def _component(name: str, value) -> int:
                         f"{type(value).__name__} ({value!r})")
     value = int(value)
     if not 0 <= value <= UINT32_MAX:
-        raise ValueError(f"BackendVersion {name} is {value}, must be from 0 to {UINT32_MAX}")
+        raise InvalidArgumentError(f"BackendVersion {name} is {value}, must be from 0 to "
+                                   f"{UINT32_MAX}")
     return value
 
 
@@ -25,8 +27,8 @@ class _Version(NamedTuple):
 
 class BackendVersion(_Version):
     """A Backend API version, MAJOR.MINOR: two integers from 0 to 2^32 - 1, as GetVersion
-    reports them. Anything else raises TypeError (not an integer, bool included) or ValueError
-    (out of range)."""
+    reports them. Anything else raises TypeError (not an integer, bool included) or
+    InvalidArgumentError, a ValueError (out of range)."""
 
     __slots__ = ()
 

@@ -143,7 +143,8 @@ def test_a_memory_manager_works_only_with_the_library_that_made_it(backend, tmp_
 
 
 @pytest.mark.parametrize("network_id, error", [
-    (-1, ValueError), (2**64, ValueError), (True, TypeError), (1.0, TypeError), ("1", TypeError),
+    (-1, loader.InvalidArgumentError), (2**64, loader.InvalidArgumentError), (True, TypeError),
+    (1.0, TypeError), ("1", TypeError),
 ])
 def test_network_ids_are_64_bit_unsigned_integers(backend, network_id, error):
     context = backend.create_backend_context()

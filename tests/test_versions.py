@@ -41,8 +41,9 @@ def test_anything_but_an_integer_is_a_type_error(major, minor, words):
     (1, 2**64, ["minor is 18446744073709551616"]),
 ])
 def test_integers_outside_uint32_are_a_value_error(major, minor, words):
-    with pytest.raises(ValueError) as raised:
+    with pytest.raises(loader.InvalidArgumentError) as raised:
         BackendVersion(major, minor)
+    assert isinstance(raised.value, ValueError) and isinstance(raised.value, loader.BackendError)
     for word in words:
         assert word in str(raised.value)
 
