@@ -15,7 +15,7 @@ import reference_backend
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TESTED = os.path.dirname(os.path.abspath(loader.__file__))     # the loader/ under test
 CHECKOUT_BUILT = bool(glob.glob(os.path.join(REPO, "loader", "_core.*.so")))
-SOURCE_PATTERNS = ("*.py", "*.pyx", "*.pxi", "*.pxd", "*.pyi", "*.c", "*.yaml")
+SOURCE_PATTERNS = ("*.py", "*.pyx", "*.pxi", "*.pxd", "*.pyi", "*.yaml")
 
 
 def _copy_sources(package, target):
