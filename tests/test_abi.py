@@ -132,6 +132,15 @@ def test_the_readme_backend_compiles_warning_free_and_registers(backend_dir):
 
 
 @needs_cc
+def test_the_readme_backend_passes_the_conformance_kit(backend_dir):
+    [source] = _readme_blocks("Writing a backend", "c")
+    path = compile_backend(source, backend_dir, "Acme_Npu_backend.so", "-fvisibility=hidden")
+    result = subprocess.run([sys.executable, "-m", "conformance", "run", "--backend", path],
+                            capture_output=True, text=True, cwd="/", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr     # exit 0: conformant
+
+
+@needs_cc
 def test_the_readme_build_command_builds_the_readme_backend(tmp_path):
     [source] = _readme_blocks("Writing a backend", "c")
     [commands] = _readme_blocks("Writing a backend", "sh")
