@@ -25,8 +25,9 @@ def _unbuilt_checkout_error(package_dir):
     from importlib.machinery import PathFinder
 
     root = _os.path.dirname(package_dir)
+    real_root, real_package = _os.path.realpath(root), _os.path.realpath(package_dir)
     installed = None
-    others = [p for p in sys.path if _os.path.realpath(p or _os.curdir) != _os.path.realpath(root)]
+    others = [p for p in sys.path if _os.path.realpath(p or _os.curdir) != real_root]
     finders = [lambda: PathFinder.find_spec(__name__, others)] + [
         (lambda f=f: f.find_spec(__name__, None)) for f in sys.meta_path
         if f is not PathFinder and hasattr(f, "find_spec")]
@@ -36,13 +37,15 @@ def _unbuilt_checkout_error(package_dir):
         except Exception:  # a third-party finder's failure only means "not found there"
             continue
         for location in (spec and spec.submodule_search_locations) or ():
-            if _os.path.realpath(location) != _os.path.realpath(package_dir) and _core_built(location):
+            if _os.path.realpath(location) != real_package and _core_built(location):
                 installed = location
                 break
         if installed:
             break
-    cwd = " (the current directory)" if _os.path.realpath(root) == _os.path.realpath(
-        _os.getcwd()) else ""
+    try:
+        cwd = " (the current directory)" if _os.path.realpath(_os.getcwd()) == real_root else ""
+    except OSError:  # the current directory was removed
+        cwd = ""
     message = (f"cannot import loader from the source checkout {package_dir}: its compiled core "
                f"(loader._core) is not built for this Python ({sys.implementation.cache_tag}). "
                f"Python found this checkout before any installed copy because its root, {root}, "

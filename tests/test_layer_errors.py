@@ -101,7 +101,8 @@ def _calls(backend, inputs):
     workload = backend.create_workload_factory().create_workload("Activation", [(3,)], descriptor)
     return [
         ("execute", lambda: backend.execute("Activation", inputs, descriptor)),
-        ("is_layer_supported", lambda: backend.is_layer_supported("Activation", inputs, descriptor)),
+        ("is_layer_supported",
+         lambda: backend.is_layer_supported("Activation", inputs, descriptor)),
         ("create_workload", lambda: backend.create_workload_factory().create_workload(
             "Activation", inputs, descriptor)),
         ("Workload.execute", lambda: workload.execute(inputs)),
@@ -193,7 +194,8 @@ def test_an_output_larger_than_memory_is_refused_before_allocation(backend):
     with pytest.raises(loader.BackendOutOfMemoryError) as raised:
         backend.execute("Convolution2d", [x, w], {"padding": padding})
     assert isinstance(raised.value, MemoryError)
-    for word in [f"[1, {54 + 2 * padding}, {54 + 2 * padding}, 1]", "more than this machine's memory",
+    side = 54 + 2 * padding
+    for word in [f"[1, {side}, {side}, 1]", "more than this machine's memory",
                  f"pad_top {padding}"]:
         assert word in str(raised.value), str(raised.value)
     workload = backend.create_workload_factory().create_workload(
@@ -226,7 +228,8 @@ def test_real_descriptor_values_must_fit_a_float32(backend, layer, descriptor, k
 
 # -- what the activation functions read ----------------------------------------------------------
 
-@pytest.mark.parametrize("descriptor", [None, {"function": "gelu"}, {"function": "relu", "alpha": 1}])
+@pytest.mark.parametrize("descriptor", [
+    None, {"function": "gelu"}, {"function": "relu", "alpha": 1}])
 def test_activation_errors_say_what_each_function_computes_and_reads(backend, descriptor):
     with pytest.raises(loader.InvalidLayerError) as raised:
         backend.execute("Activation", [x4(3)], descriptor)
@@ -311,7 +314,8 @@ def test_workload_rejects_inputs_of_other_shapes(backend):
     (prepared("Activation", -3, [(3,)], (3,), {"function": 0, "a": 0.0, "b": 0.0}),
      ["does not fit", "negative"]),
 ])
-def test_a_description_the_c_structs_cannot_hold_is_refused_before_the_backend(backend, layer, words):
+def test_a_description_the_c_structs_cannot_hold_is_refused_before_the_backend(backend, layer,
+                                                                              words):
     for call in (lambda: backend.query_layer_support(layer),
                  lambda: backend.create_workload_factory().create_workload_prepared(layer)):
         with pytest.raises(loader.InvalidLayerError) as raised:
