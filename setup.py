@@ -135,7 +135,8 @@ core = Extension(
     extra_compile_args=["-D_GNU_SOURCE"],
     depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd",
              "loader/_backend.pxi", "loader/_features.pxi", "loader/_names.pxi",
-             "loader/_discovery.pxi", "loader/_elf.pxi", "loader/_library.pxi"],
+             "loader/_discovery.pxi", "loader/_elf.pxi", "loader/_library.pxi",
+             "loader/_crash_note.pxi"],
 )
 
 reference = NativeLibrary(

@@ -48,6 +48,7 @@ BACKEND_ID_MAX_LENGTH = abi.BACKEND_ID_MAX_LENGTH
 cdef size_t[2] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0, abi.BACKEND_INSTANCE_SIZE_1_1]
 
 
+include "_crash_note.pxi"
 include "_names.pxi"
 include "_discovery.pxi"
 include "_elf.pxi"

@@ -1,6 +1,8 @@
 # Discovery (contract section 4): identity of files and the directory scan, included into
 # _core.pyx.
 
+from posix.stat cimport S_ISDIR, S_ISFIFO, S_ISSOCK, S_ISCHR, S_ISBLK
+
 # ---------------------------------------------------------------------------------------------
 # Identity of files: a set of (device, inode) pairs, usable without the GIL.
 # ---------------------------------------------------------------------------------------------
@@ -166,6 +168,8 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
             return
         if not S_ISREG(st.st_mode):
             entry.state = ENTRY_NOT_REGULAR
+            entry.error = st.st_mode
+            entry.first = 1         # reached through a symlink
             free(resolved)
             return
         entry.canonical = resolved
@@ -178,6 +182,7 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
             return
     else:
         entry.state = ENTRY_NOT_REGULAR
+        entry.error = st.st_mode
         return
     if _untrusted(&st, trust):
         entry.state = ENTRY_UNTRUSTED
@@ -201,7 +206,22 @@ cdef str _strerror(int error):
     return (<bytes>_posix.strerror(error)).decode("utf-8", "replace")
 
 
-cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
+cdef str _file_kind(int mode):
+    """What a non-regular file is, in words."""
+    if S_ISDIR(mode):
+        return "a directory"
+    if S_ISFIFO(mode):
+        return "a FIFO"
+    if S_ISSOCK(mode):
+        return "a socket"
+    if S_ISCHR(mode):
+        return "a character device"
+    if S_ISBLK(mode):
+        return "a block device"
+    return f"of unknown type (mode {mode:o})"
+
+
+cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail):
     """(reason or None, canonical or None, detail) for one classified entry."""
     cdef str canonical
     if entry.state == ENTRY_CANDIDATE:
@@ -211,7 +231,7 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
     if entry.state == ENTRY_INVALID_NAME:
         return Reason.INVALID_FILENAME, None, "name does not match <vendor>_<name>_backend.so[.version]"
     if entry.state == ENTRY_FILTERED:
-        return Reason.FILTERED_OUT, None, "excluded by DYNAMIC_BACKEND_SELECT or DYNAMIC_BACKEND_DISABLE"
+        return Reason.FILTERED_OUT, None, filter_detail
     if entry.state == ENTRY_UNTRUSTED:
         return (Reason.UNTRUSTED_PERMISSIONS, None,
                 f"mode {entry.error & 0o7777:04o}, owner uid {entry.first}: writable by others "
@@ -221,7 +241,10 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths):
     if entry.state == ENTRY_LOOP:
         return Reason.DANGLING_SYMLINK, None, "symlink chain loops or is too long"
     if entry.state == ENTRY_NOT_REGULAR:
-        return Reason.NOT_A_REGULAR_FILE, None, "not a regular file (directory, FIFO, socket or device)"
+        if entry.first == 1:
+            return (Reason.NOT_A_REGULAR_FILE, None,
+                    f"symlink to {_file_kind(entry.error)}, not a regular file")
+        return Reason.NOT_A_REGULAR_FILE, None, f"{_file_kind(entry.error)}, not a regular file"
     if entry.state == ENTRY_DUPLICATE:
         canonical = accepted_paths[entry.first]
         return Reason.DUPLICATE_FILE, canonical, f"same file as {canonical}, already a candidate"
@@ -242,7 +265,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
     new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
     given, is called with each candidate's name (str) before anything else is done with it and
-    returns whether to keep it. ``strict_permissions`` refuses files that others may write to or
+    returns None to keep it, or the detail of its ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
     that belong to a third user. ``candidates_only`` skips building ``entries`` (it comes back
     empty): for callers that need only ``accepted_paths``.
     """
@@ -257,6 +280,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef Py_ssize_t accepted = len(accepted_paths)
     cdef bint out_of_memory = False
     cdef list result = []
+    cdef dict filtered = {}     # entry index -> detail of its filtered-out skip
     cdef _Trust trust
     trust.strict = strict_permissions
     trust.uid = getuid()
@@ -304,9 +328,11 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     try:
         if name_filter is not None and dirp != NULL:
             for i in range(count):
-                if entries[i].state == ENTRY_CANDIDATE and \
-                        not name_filter(entries[i].name.decode("ascii")):
-                    entries[i].state = ENTRY_FILTERED
+                if entries[i].state == ENTRY_CANDIDATE:
+                    why = name_filter(entries[i].name.decode("ascii"))
+                    if why is not None:
+                        entries[i].state = ENTRY_FILTERED
+                        filtered[i] = why
     finally:
         with nogil:
             if dirp != NULL:
@@ -324,7 +350,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
-            result.append((<bytes>entries[i].name,) + _entry_outcome(&entries[i], accepted_paths))
+            result.append((<bytes>entries[i].name,)
+                          + _entry_outcome(&entries[i], accepted_paths, filtered.get(i)))
     finally:
         for i in range(count):
             free(entries[i].name)

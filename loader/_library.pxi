@@ -100,13 +100,16 @@ cdef class Library:
         cdef Library library
         cdef list missing, mangled
         cdef void *symbol
+        cdef int note
         if not elf_checked:
             failure = _check_elf_file(path_bytes)
             if failure is not None:
                 return (None,) + failure
+        note = _crash_note_open(path, "dlopen: the library's constructors")
         with nogil:
             handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
             error = dlerror() if handle == NULL else NULL
+        _crash_note_close(note)
         if handle == NULL:
             message = (<bytes>error).decode("utf-8", "replace") if error != NULL else "dlopen failed"
             return (None,) + _classify_dlopen_error(path, message)
@@ -138,8 +141,11 @@ cdef class Library:
     def read_backend_id(self):
         """GetBackendId() as bytes (at most BACKEND_ID_MAX_LENGTH + 1 of them), or None for NULL."""
         cdef const char *raw
+        cdef int note
         self._require_open()
+        note = _crash_note_open(self.path, "GetBackendId")
         raw = self._get_backend_id()
+        _crash_note_close(note)
         if raw == NULL:
             return None
         return raw[:_posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1)]
@@ -147,8 +153,11 @@ cdef class Library:
     def read_version(self):
         """GetVersion() as a (major, minor) tuple."""
         cdef uint32_t major = 0xFFFFFFFF, minor = 0xFFFFFFFF
+        cdef int note
         self._require_open()
+        note = _crash_note_open(self.path, "GetVersion")
         self._get_version(&major, &minor)
+        _crash_note_close(note)
         return major, minor
 
     def accept(self, str backend_id, uint32_t major, uint32_t minor):
@@ -161,10 +170,16 @@ cdef class Library:
         """Create and destroy one instance; the problem with it as a string, or None."""
         cdef abi.BackendInstance *instance
         cdef str problem
+        cdef int note
         self._require_accepted()
-        instance = <abi.BackendInstance *>self._backend_factory()
-        problem = _instance_problem(instance, self.backend_id.encode("ascii"), self.major, self.minor)
-        _destroy_instance(instance)
+        note = _crash_note_open(self.path, "the BackendFactory probe")
+        try:
+            instance = <abi.BackendInstance *>self._backend_factory()
+            problem = _instance_problem(instance, self.backend_id.encode("ascii"), self.major,
+                                        self.minor)
+            _destroy_instance(instance)
+        finally:
+            _crash_note_close(note)
         return problem
 
     def create_backend(self):

@@ -14,8 +14,8 @@ The checks run in the contract's order and the first failure is the reason:
 import logging
 import os
 import re
-from dataclasses import dataclass
-from typing import List, Optional, Tuple
+from dataclasses import dataclass, replace
+from typing import Dict, List, Optional, Tuple
 
 from loader import _core, dependencies, isolation, paths
 from loader.paths import SearchPath, validate_paths
@@ -54,20 +54,28 @@ class Entry:
             log.info("registered backend %r (Backend API %s) from %s", self.backend_id,
                      self.version, self.canonical)
         elif self.reason is Reason.INVALID_FILENAME:
-            log.debug("skipped %s: %s", self.file, self.reason.value)
+            log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
         else:
-            log.warning("skipped %s: %s (%s)", self.file, self.reason.value, self.detail)
+            log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
+                        paths.text(self.detail))
 
     def to_json(self) -> dict:
-        return {
-            "file": self.file,
-            "canonical": self.canonical,
+        """The report entry. Every string is valid UTF-8; a path that was not is also given
+        exactly, base64-encoded, as ``file_base64`` / ``canonical_base64``."""
+        result = {
+            "file": paths.text(self.file),
+            "canonical": None if self.canonical is None else paths.text(self.canonical),
             "status": self.status,
             "reason": None if self.reason is None else self.reason.value,
-            "detail": self.detail,
+            "detail": paths.text(self.detail),
             "backend_id": self.backend_id,
             "version": None if self.version is None else str(self.version),
         }
+        for key in ("file", "canonical"):
+            value = getattr(self, key)
+            if value is not None and not paths.is_exact_text(value):
+                result[key + "_base64"] = paths.base64_of(value)
+        return result
 
 
 def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_filter=None,
@@ -76,6 +84,7 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
     are the candidates to load, each a distinct file."""
     seen = _core.FileSet()
     accepted: List[str] = []
+    first_file: Dict[str, str] = {}  # canonical path of each candidate -> the file that was it
     entries: List[Entry] = []
     for index, search_path in enumerate(search_paths):
         if not search_path.valid:
@@ -84,10 +93,15 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
                                               include_invalid, name_filter, strict_permissions)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
-            search_paths[index] = SearchPath(search_path.path, PathReason.UNREADABLE, error)
+            search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
         for name, reason, canonical, detail in scanned:
             entry = Entry(file=os.path.join(search_path.path, os.fsdecode(name)), canonical=canonical)
-            if reason is not None:
+            if reason is None:
+                first_file.setdefault(canonical, entry.file)
+            elif reason is Reason.DUPLICATE_FILE and canonical in first_file:
+                # Name the other file, the one that won, not this one's own target.
+                entry.skip(reason, f"same file as {first_file[canonical]}, already a candidate")
+            else:
                 entry.skip(reason, detail)
             entries.append(entry)
     return entries
@@ -146,6 +160,8 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     if reason is not None:
         entry.skip(reason, detail)
         return None
+    log.debug("loading %s", paths.text(entry.canonical if entry.file == entry.canonical
+                                       else f"{entry.file} -> {entry.canonical}"))
     library, reason, detail = _core.Library.open(entry.canonical, elf_checked=True)
     if library is None:
         entry.skip(reason, detail)

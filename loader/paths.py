@@ -3,22 +3,33 @@
 Precedence, highest first:
 
 1. the override ``Runtime(dynamic_backends_path=P)`` / ``--path P``: one path, never split;
-2. ``DYNAMIC_BACKEND_PATHS`` in the environment (colon-separated; set but empty disables
-   dynamic loading; ignored in a secure-execution process);
-3. the list compiled in at build time (by default, the directory of the bundled reference
-   backend).
+   it replaces everything below, ``DYNAMIC_BACKEND_ADD_PATHS`` included;
+2. ``DYNAMIC_BACKEND_ADD_PATHS`` (colon-separated), scanned first, then
+3. ``DYNAMIC_BACKEND_PATHS`` in the environment (colon-separated; set but empty empties this
+   list) or, when it is unset, the list compiled in at build time (by default, the directory of
+   the bundled reference backend).
+
+Both variables are ignored in a secure-execution process. Each path records where it came from
+(``source``): ``override``, ``environment-add``, ``environment`` or ``compiled-in``.
 """
 import logging
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import List, Optional, Sequence
 
-from loader import _core
+from loader import _core, environment
 from loader.errors import InvalidSearchPathError
 from loader.reasons import PathReason
 
-ENVIRONMENT_VARIABLE = "DYNAMIC_BACKEND_PATHS"
+ENVIRONMENT_VARIABLE = environment.PATHS
+ADD_VARIABLE = environment.ADD_PATHS
+
+# Where a search path came from.
+OVERRIDE = "override"
+ENVIRONMENT_ADD = "environment-add"
+ENVIRONMENT = "environment"
+COMPILED_IN = "compiled-in"
 
 log = logging.getLogger("loader")
 
@@ -31,27 +42,81 @@ class SearchPath:
     reason: Optional[PathReason] = None
     detail: str = ""
     canonical: Optional[str] = None  # canonical directory, for valid paths
+    source: str = COMPILED_IN          # override, environment-add, environment or compiled-in
 
     @property
     def valid(self) -> bool:
         return self.reason is None
 
     def to_json(self) -> dict:
-        return {"path": self.path, "valid": self.valid,
-                "reason": None if self.reason is None else self.reason.value,
-                "detail": self.detail}
+        result = {"path": text(self.path), "valid": self.valid,
+                  "reason": None if self.reason is None else self.reason.value,
+                  "detail": text(self.detail), "source": self.source}
+        if not is_exact_text(self.path):
+            result["path_base64"] = base64_of(self.path)
+        return result
+
+
+# -- paths in JSON ------------------------------------------------------------------------------
+# File names are bytes; Python decodes the undecodable ones to lone surrogates, which strict
+# JSON parsers refuse. The report keeps every string valid UTF-8 (undecodable bytes shown as
+# \xNN) and carries the exact bytes, base64-encoded, beside each path that needed it.
+
+def text(value: str) -> str:
+    """``value`` as valid UTF-8 text: bytes that were not UTF-8 are written ``\\xNN``."""
+    if is_exact_text(value):
+        return value
+    return os.fsencode(value).decode("utf-8", "backslashreplace")
+
+
+def is_exact_text(value: str) -> bool:
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def base64_of(value: str) -> str:
+    """The exact bytes of a file name or path, base64 (``base64.b64decode`` gives them back)."""
+    import base64
+    return base64.b64encode(os.fsencode(value)).decode("ascii")
+
+
+# -- the compiled-in list -----------------------------------------------------------------------
+
+def build_time_paths() -> Optional[str]:
+    """``DYNAMIC_BACKEND_PATHS`` as setup.py saw it at build time, or None when it was unset."""
+    try:
+        from loader._build_config import COMPILED_IN_PATHS
+    except ImportError:  # running from a tree that was built in place
+        return None
+    return COMPILED_IN_PATHS
 
 
 def compiled_in_paths() -> str:
     """The colon-separated list fixed when the package was built."""
-    try:
-        from loader._build_config import COMPILED_IN_PATHS
-    except ImportError:  # running from a tree that was built in place
-        COMPILED_IN_PATHS = None
-    if COMPILED_IN_PATHS is not None:
-        return COMPILED_IN_PATHS
+    paths = build_time_paths()
+    if paths is not None:
+        return paths
     import reference_backend
     return str(reference_backend.LIBRARY_DIR)
+
+
+def compiled_in_note() -> Optional[str]:
+    """A warning for the report when the compiled-in list was set at build time and leaves out
+    the bundled reference backend's directory; None otherwise."""
+    paths = build_time_paths()
+    if paths is None:
+        return None
+    import reference_backend
+    bundled = os.path.realpath(reference_backend.LIBRARY_DIR)
+    if any(os.path.realpath(p) == bundled for p in _split(paths) if os.path.isabs(p)):
+        return None
+    return (f"the compiled-in search path list {paths!r} was taken from {ENVIRONMENT_VARIABLE} "
+            f"at build time and does not include the bundled reference backend's directory "
+            f"({reference_backend.LIBRARY_DIR}): {reference_backend.BACKEND_ID} is not found "
+            f"unless a search path holds it")
 
 
 # A test hook: lets the suite exercise the secure-execution branch without a setuid binary.
@@ -81,24 +146,34 @@ def _coerce_override(override) -> str:
     return override
 
 
-def requested_paths(override=None, environ=None) -> List[SearchPath]:
-    """The raw path list before validation, plus a note if the environment was ignored.
+def _from_variable(variable: str, value: str, source: str) -> List[SearchPath]:
+    """The paths of one environment variable, or one item saying it was ignored."""
+    if not is_secure_execution():
+        return [SearchPath(p, source=source) for p in _split(value)]
+    log.warning("%s ignored: %s (secure-execution process)", variable,
+                PathReason.IGNORED_SECURE_EXECUTION.value)
+    return [SearchPath(value, PathReason.IGNORED_SECURE_EXECUTION,
+                       f"{variable} is ignored in a setuid/setgid process", source=source)]
 
-    Returns SearchPath objects whose ``reason`` is set only for the environment variable
+
+def requested_paths(override=None, environ=None) -> List[SearchPath]:
+    """The raw path list before validation, plus a note for each variable that was ignored.
+
+    Returns SearchPath objects whose ``reason`` is set only for an environment variable
     ignored under secure execution; every other item still has to be validated."""
     if override is not None:
-        return [SearchPath(_coerce_override(override))]
+        return [SearchPath(_coerce_override(override), source=OVERRIDE)]
     environ = os.environ if environ is None else environ
+    result = []
+    added = environ.get(ADD_VARIABLE)
+    if added is not None:
+        result += _from_variable(ADD_VARIABLE, added, ENVIRONMENT_ADD)
     value = environ.get(ENVIRONMENT_VARIABLE)
     if value is not None:
-        if not is_secure_execution():
-            return [SearchPath(p) for p in _split(value)]
-        log.warning("%s ignored: %s (secure-execution process)", ENVIRONMENT_VARIABLE,
-                    PathReason.IGNORED_SECURE_EXECUTION.value)
-        ignored = SearchPath(value, PathReason.IGNORED_SECURE_EXECUTION,
-                             f"{ENVIRONMENT_VARIABLE} is ignored in a setuid/setgid process")
-        return [ignored] + [SearchPath(p) for p in _split(compiled_in_paths())]
-    return [SearchPath(p) for p in _split(compiled_in_paths())]
+        result += _from_variable(ENVIRONMENT_VARIABLE, value, ENVIRONMENT)
+        if not is_secure_execution():  # the variable replaces the compiled-in list
+            return result
+    return result + [SearchPath(p, source=COMPILED_IN) for p in _split(compiled_in_paths())]
 
 
 def _untrusted(st: os.stat_result) -> Optional[str]:
@@ -110,33 +185,50 @@ def _untrusted(st: os.stat_result) -> Optional[str]:
     return None
 
 
-def _check(path: str, seen: dict, position: int, strict: bool = False) -> SearchPath:
+def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) -> SearchPath:
     """Validate one path: non-empty, exists, directory, absolute, not already listed."""
+    path = item.path
+
+    def refuse(reason: PathReason, detail: str, canonical: Optional[str] = None) -> SearchPath:
+        return replace(item, reason=reason, detail=detail, canonical=canonical)
+
     if path == "":
-        return SearchPath(path, PathReason.EMPTY, "empty path")
+        return refuse(PathReason.EMPTY, "empty path")
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
-        return SearchPath(path, PathReason.NOT_FOUND, "no such directory")
+        return refuse(PathReason.NOT_FOUND, "no such directory" + _list_hint(item))
     except OSError as error:
-        return SearchPath(path, PathReason.UNREADABLE, error.strerror or str(error))
+        return refuse(PathReason.UNREADABLE, error.strerror or str(error))
     except ValueError as error:  # embedded NUL
-        return SearchPath(path, PathReason.NOT_FOUND, str(error))
+        return refuse(PathReason.NOT_FOUND, str(error))
     if not stat.S_ISDIR(st.st_mode):
-        return SearchPath(path, PathReason.NOT_A_DIRECTORY, "not a directory")
+        return refuse(PathReason.NOT_A_DIRECTORY, "not a directory")
     if not os.path.isabs(path):
-        return SearchPath(path, PathReason.NOT_ABSOLUTE, "not an absolute path")
+        return refuse(PathReason.NOT_ABSOLUTE, "not an absolute path")
     if not os.access(path, os.R_OK | os.X_OK):
-        return SearchPath(path, PathReason.UNREADABLE, "directory cannot be listed")
+        return refuse(PathReason.UNREADABLE, "directory cannot be listed")
     why = _untrusted(st) if strict else None
     if why:
-        return SearchPath(path, PathReason.UNTRUSTED_PERMISSIONS, why)
+        return refuse(PathReason.UNTRUSTED_PERMISSIONS, why)
     canonical = os.path.realpath(path)
     first_position, first = seen.setdefault((st.st_dev, st.st_ino), (position, path))
     if first_position != position:
-        return SearchPath(path, PathReason.DUPLICATE_PATH, f"same directory as {first}",
-                          canonical)
-    return SearchPath(path, None, "", canonical)
+        return refuse(PathReason.DUPLICATE_PATH, f"same directory as {first}", canonical)
+    return replace(item, reason=None, detail="", canonical=canonical)
+
+
+def _list_hint(item: SearchPath) -> str:
+    """For an override that looks like a colon-separated list of existing directories: say that
+    the override is one directory and how to give a list."""
+    if item.source != OVERRIDE or ":" not in item.path:
+        return ""
+    parts = _split(item.path)
+    if not parts or not all(os.path.isdir(p) for p in parts):
+        return ""
+    return (f" (the override, --path or dynamic_backends_path, is one directory and is never "
+            f"split on ':'; {', '.join(parts)} exist: to scan several directories, list them "
+            f"in {ENVIRONMENT_VARIABLE} or {ADD_VARIABLE})")
 
 
 def validate_paths(paths: Sequence[SearchPath], warn: bool = True,
@@ -145,11 +237,11 @@ def validate_paths(paths: Sequence[SearchPath], warn: bool = True,
     seen: dict = {}
     result = []
     for position, item in enumerate(paths):
-        checked = item if item.reason is not None else _check(item.path, seen, position,
+        checked = item if item.reason is not None else _check(item, seen, position,
                                                               strict_permissions)
         if warn and checked.reason is not None and item.reason is None:
-            log.warning("search path %r dropped: %s (%s)", checked.path, checked.reason.value,
-                        checked.detail)
+            log.warning("search path %r (%s) dropped: %s (%s)", checked.path, checked.source,
+                        checked.reason.value, checked.detail)
         result.append(checked)
     return result
 

@@ -6,10 +6,11 @@ registers, and closing one never touches another. A library stays mapped while i
 open or any backend created from it is alive.
 """
 import logging
+import math
 import threading
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
-from loader import isolation
+from loader import environment, isolation
 from loader import paths as _paths
 from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
 from loader.filters import backend_filter
@@ -19,50 +20,67 @@ from loader.versions import BACKEND_API_VERSION
 
 log = logging.getLogger("loader")
 
+ARGUMENT = "argument"
+DEFAULT = "default"
+
 
 class Runtime:
     """Loads the dynamic backends found on the search paths.
 
     ``dynamic_backends_path``: one directory that replaces every other search path (never split
-    on ``:``); None to use ``DYNAMIC_BACKEND_PATHS`` or the compiled-in list.
+    on ``:``); None to use ``DYNAMIC_BACKEND_ADD_PATHS`` and ``DYNAMIC_BACKEND_PATHS`` or the
+    compiled-in list.
 
-    ``probe``: ``"in-process"`` (default) loads candidates directly; ``"isolated"`` first loads
-    each in a short-lived child process and skips those that crash, exit or take longer than
-    ``probe_timeout`` seconds there.
+    ``probe``: ``"in-process"`` loads candidates directly; ``"isolated"`` first loads each in a
+    short-lived child process and skips those that crash, exit or take longer than
+    ``probe_timeout`` seconds there (used only when isolated). None (the default) takes
+    ``DYNAMIC_BACKEND_PROBE`` / ``DYNAMIC_BACKEND_PROBE_TIMEOUT``, else in-process and 5 s.
 
     ``strict_permissions``: refuse search directories and files that others than their owner may
-    write to, or that belong to neither root nor the current user.
+    write to, or that belong to neither root nor the current user. None (the default) takes
+    ``DYNAMIC_BACKEND_STRICT_PERMISSIONS``, else False.
 
-    ``select`` / ``disable``: globs on ``<vendor>_<name>`` (a list, or a comma-separated string)
-    replacing ``DYNAMIC_BACKEND_SELECT`` / ``DYNAMIC_BACKEND_DISABLE``.
+    ``select`` / ``disable``: globs (a list, or a comma-separated string) replacing
+    ``DYNAMIC_BACKEND_SELECT`` / ``DYNAMIC_BACKEND_DISABLE``; see loader.filters for what they
+    match.
 
-    ``required_backends``: ids that must register; if any does not, the runtime closes again and
-    raises ``MissingBackendsError`` saying why for each.
+    ``required_backends``: ids that must register (one id as a string, or several); if any does
+    not, the runtime closes again and raises ``MissingBackendsError`` saying why for each.
+
+    Once closed, a runtime holds no backends: ``backend_ids`` is empty, ``in`` is False and
+    ``create_backend`` raises ``RuntimeClosedError``; the record of the scan (``report``,
+    ``search_paths``, ``why_not_registered``) stays readable.
     """
 
-    def __init__(self, dynamic_backends_path=None, *, probe: str = "in-process",
-                 probe_timeout: float = isolation.DEFAULT_TIMEOUT, strict_permissions: bool = False,
+    def __init__(self, dynamic_backends_path=None, *, probe: Optional[str] = None,
+                 probe_timeout: Optional[float] = None, strict_permissions: Optional[bool] = None,
                  select=None, disable=None, required_backends=()):
-        if probe not in ("in-process", "isolated"):
-            raise ValueError(f"probe must be 'in-process' or 'isolated', not {probe!r}")
-        if probe_timeout <= 0:
-            raise ValueError("probe_timeout must be positive")
+        environment.apply_debug()
+        required = _required_ids(required_backends)
+        self._settings = _settings(probe, probe_timeout, strict_permissions)
+        strict = self._settings["strict_permissions"]
         self._lock = threading.RLock()
         self._closed = False
         self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
-        self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict_permissions)
+        self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict)
+        self._notes: List[str] = []
+        if any(p.source == _paths.COMPILED_IN for p in self._search_paths):
+            note = _paths.compiled_in_note()
+            if note:
+                log.info("%s", note)
+                self._notes.append(note)
+        self._filter = backend_filter(select, disable)
         self._entries: List[Entry] = discover(self._search_paths,
-                                              name_filter=backend_filter(select, disable),
-                                              strict_permissions=strict_permissions)
-        timeout = probe_timeout if probe == "isolated" else None
-        for entry in self._entries:
+                                              name_filter=self._filter or None,
+                                              strict_permissions=strict)
+        self._filter.warn_unmatched()
+        timeout = self._settings["probe_timeout"] if self._settings["probe"] == "isolated" else None
+        for entry in self._entries:  # log each entry as soon as it is decided
             if entry.reason is None:
                 self._load(entry, timeout)
-        for entry in self._entries:
             entry.log()
         self._report = self._build_report()
-        missing = [backend_id for backend_id in required_backends
-                   if backend_id not in self._libraries]
+        missing = [backend_id for backend_id in required if backend_id not in self._libraries]
         if missing:
             self.close()
             raise MissingBackendsError(missing, {i: self._why_missing(i) for i in missing})
@@ -94,6 +112,9 @@ class Runtime:
             "search_paths": [p.to_json() for p in self._search_paths],
             "entries": [e.to_json() for e in self._entries],
             "registered": list(self._libraries),
+            "filters": self._filter.to_json(),
+            "settings": dict(self._settings),
+            "notes": list(self._notes),
         }
 
     # -- queries -----------------------------------------------------------------------------
@@ -135,7 +156,9 @@ class Runtime:
         """A new instance of a registered backend. It stays usable after the runtime closes."""
         with self._lock:
             if self._closed:
-                raise RuntimeClosedError("the runtime is closed")
+                raise RuntimeClosedError(
+                    f"the runtime is closed and holds no backends; create {backend_id!r} before "
+                    f"closing it (a backend outlives its runtime)")
             library = self._libraries.get(backend_id)
         if library is None:
             message = f"no backend {backend_id!r} is registered"
@@ -166,3 +189,64 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"backends={self.backend_ids}"
         return f"<Runtime {state}>"
+
+
+def _required_ids(required) -> Tuple[str, ...]:
+    """``required_backends`` as a tuple of ids: one string is one id."""
+    if isinstance(required, str):
+        return (required,)
+    try:
+        ids = tuple(required)
+    except TypeError:
+        raise TypeError(f"required_backends must be a backend id or a list of ids, "
+                        f"not {type(required).__name__}") from None
+    for backend_id in ids:
+        if not isinstance(backend_id, str):
+            raise TypeError(f"required_backends must hold backend ids (str), "
+                            f"not {type(backend_id).__name__}: {backend_id!r}")
+    return ids
+
+
+def _settings(probe, probe_timeout, strict_permissions) -> dict:
+    """The probing and trust settings: explicit arguments, else the environment, else defaults;
+    with where each came from."""
+    sources = {}
+    if probe is None:
+        probe = environment.probe_mode()
+        sources["probe"] = environment.PROBE if probe is not None else DEFAULT
+        probe = probe or "in-process"
+    elif probe in environment.PROBE_MODES:
+        sources["probe"] = ARGUMENT
+    else:
+        raise ValueError(f"probe must be 'in-process' or 'isolated', not {probe!r}")
+    if probe_timeout is None:
+        probe_timeout = environment.probe_timeout()
+        sources["probe_timeout"] = environment.PROBE_TIMEOUT if probe_timeout else DEFAULT
+        probe_timeout = probe_timeout or isolation.DEFAULT_TIMEOUT
+    else:
+        probe_timeout = check_probe_timeout(probe_timeout)
+        sources["probe_timeout"] = ARGUMENT
+    if strict_permissions is None:
+        strict_permissions = environment.strict_permissions()
+        sources["strict_permissions"] = (environment.STRICT_PERMISSIONS
+                                         if strict_permissions is not None else DEFAULT)
+        strict_permissions = bool(strict_permissions)
+    elif isinstance(strict_permissions, (bool, int)):
+        strict_permissions = bool(strict_permissions)
+        sources["strict_permissions"] = ARGUMENT
+    else:
+        raise TypeError(f"strict_permissions must be True or False, "
+                        f"not {type(strict_permissions).__name__}")
+    return {"probe": probe,
+            "probe_timeout": float(probe_timeout) if probe == "isolated" else None,
+            "strict_permissions": strict_permissions, "sources": sources}
+
+
+def check_probe_timeout(value) -> float:
+    """A probe timeout in seconds: a positive, finite int or float."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"probe_timeout must be a number of seconds, not {type(value).__name__}")
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"probe_timeout must be a positive, finite number of seconds, "
+                         f"not {value!r}")
+    return float(value)

@@ -50,7 +50,8 @@ def test_scan_of_an_invalid_path_still_succeeds():
     assert result.returncode == 0
     report = json.loads(result.stdout)
     assert report["search_paths"] == [{"path": "/does/not/exist", "valid": False,
-                                       "reason": "not-found", "detail": "no such directory"}]
+                                       "reason": "not-found", "detail": "no such directory",
+                                       "source": "override"}]
     assert report["entries"] == [] and report["registered"] == []
 
 

@@ -1,5 +1,6 @@
 """Contract section 4: discovery resolves, filters and de-duplicates without opening anything
 that is not a regular file, and no filesystem error escapes."""
+import base64
 import json
 import os
 import pathlib
@@ -168,8 +169,10 @@ def test_non_utf8_names_are_reported_not_raised(backend_dir):
     install_mock("alpha", backend_dir)
     report = scan(backend_dir)
     assert report["registered"] == ["MockAlpha"]
-    assert entry_for(report, os.path.join(str(backend_dir), os.fsdecode(name)))["reason"] == \
-        "invalid-filename"
+    entry = entry_for(report, os.path.join(str(backend_dir), "Arm_\\xff_backend.so"))
+    assert entry["reason"] == "invalid-filename"
+    assert base64.b64decode(entry["file_base64"]) == os.path.join(os.fsencode(str(backend_dir)),
+                                                                  name)
 
 
 def test_longest_names_are_handled(backend_dir):
@@ -257,3 +260,107 @@ def test_a_link_into_a_locked_directory_is_unreadable(shared_dir):
     report = _scan_as_unprivileged(str(scanned))
     [entry] = report["entries"]
     assert entry["reason"] == "unreadable" and "Permission denied" in entry["detail"]
+
+
+# -- what each skip says ---------------------------------------------------------------------------
+
+def test_a_non_regular_file_says_which_kind_it_is(backend_dir):
+    (backend_dir / "Arm_Dir_backend.so").mkdir()
+    os.mkfifo(backend_dir / "Arm_Fifo_backend.so")
+    os.symlink("/dev/null", backend_dir / "Arm_Null_backend.so")
+    os.symlink("Arm_Dir_backend.so", backend_dir / "Arm_DirLink_backend.so")
+    server = socket.socket(socket.AF_UNIX)
+    try:
+        server.bind(str(backend_dir / "Arm_Sock_backend.so"))
+        report = scan(backend_dir)
+    finally:
+        server.close()
+    details = {os.path.basename(e["file"]): e["detail"] for e in report["entries"]}
+    assert details["Arm_Dir_backend.so"] == "a directory, not a regular file"
+    assert details["Arm_Fifo_backend.so"] == "a FIFO, not a regular file"
+    assert details["Arm_Sock_backend.so"] == "a socket, not a regular file"
+    assert details["Arm_Null_backend.so"] == "symlink to a character device, not a regular file"
+    assert details["Arm_DirLink_backend.so"] == "symlink to a directory, not a regular file"
+
+
+def test_a_block_device_is_named_as_one(backend_dir):
+    devices = [os.path.join("/dev", d) for d in sorted(os.listdir("/dev"))
+               if os.path.exists(os.path.join("/dev", d))
+               and __import__("stat").S_ISBLK(os.stat(os.path.join("/dev", d)).st_mode)]
+    if not devices:
+        pytest.skip("no block device on this machine")
+    os.symlink(devices[0], backend_dir / "Arm_Block_backend.so")
+    entry = entry_for(scan(backend_dir), backend_dir / "Arm_Block_backend.so")
+    assert entry["detail"] == "symlink to a block device, not a regular file"
+
+
+def test_a_duplicate_names_the_file_that_came_first(backend_dir):
+    # The standard layout: X.so -> X.so.2. X.so sorts first and wins; X.so.2 is its duplicate.
+    install_reference(backend_dir, "Acme_Npu_backend.so.2")
+    os.symlink("Acme_Npu_backend.so.2", backend_dir / "Acme_Npu_backend.so")
+    report = scan(backend_dir)
+    entry = entry_for(report, backend_dir / "Acme_Npu_backend.so.2")
+    assert entry["reason"] == "duplicate-file"
+    assert entry["detail"] == f"same file as {backend_dir / 'Acme_Npu_backend.so'}, already a candidate"
+
+
+def test_a_duplicate_across_search_paths_names_the_first_file(monkeypatch, tmp_path):
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    install_mock("alpha", a, "Mock_A_backend.so")
+    os.link(a / "Mock_A_backend.so", b / "Mock_B_backend.so")
+    monkeypatch.setenv(loader.ENVIRONMENT_VARIABLE, f"{a}:{b}")
+    with loader.Runtime() as runtime:
+        entry = entry_for(runtime.report, b / "Mock_B_backend.so")
+    assert entry["detail"].startswith(f"same file as {a / 'Mock_A_backend.so'}")
+
+
+# -- paths that are not UTF-8 --------------------------------------------------------------------
+
+def _strict_json(text):
+    """Parse as a strict parser would: the text must be valid UTF-8 and hold no lone surrogate."""
+    data = text.encode("utf-8")  # raises on a lone surrogate
+    parsed = json.loads(data.decode("utf-8", "strict"))
+
+    def walk(value):
+        if isinstance(value, str):
+            value.encode("utf-8")
+        elif isinstance(value, dict):
+            for k, v in value.items():
+                walk(k), walk(v)
+        elif isinstance(value, list):
+            for v in value:
+                walk(v)
+    walk(parsed)
+    return parsed
+
+
+def test_non_utf8_paths_are_valid_utf8_in_json_and_recoverable(tmp_path):
+    directory = os.path.join(os.fsencode(str(tmp_path)), b"dir\xfe")
+    os.mkdir(directory)
+    with open(os.path.join(directory, b"Arm_Gpu_backend.so.\xff"), "wb") as f:
+        f.write(b"x")
+    with open(os.path.join(directory, b"Arm_Gpu\xff_backend.so"), "wb") as f:
+        f.write(b"x")
+    valid = os.path.join(directory, b"Arm_Text_backend.so")
+    with open(valid, "wb") as f:
+        f.write(b"not an ELF file")
+    with loader.Runtime(dynamic_backends_path=os.fsdecode(directory)) as runtime:
+        report = _strict_json(json.dumps(runtime.report, ensure_ascii=False))
+    [search_path] = report["search_paths"]
+    assert search_path["path"] == str(tmp_path) + "/dir\\xfe"
+    assert base64.b64decode(search_path["path_base64"]) == directory
+    recovered = {base64.b64decode(e["file_base64"]) for e in report["entries"]}
+    assert recovered == {os.path.join(directory, b"Arm_Gpu_backend.so.\xff"),
+                         os.path.join(directory, b"Arm_Gpu\xff_backend.so"), valid}
+    text_file = next(e for e in report["entries"] if e["file"].endswith("Arm_Text_backend.so"))
+    assert text_file["reason"] == "not-a-shared-object"
+    assert base64.b64decode(text_file["canonical_base64"]) == valid
+
+
+def test_utf8_paths_carry_no_base64(backend_dir):
+    install_reference(backend_dir, "Ref_Ünï_backend.so")  # not a valid name, but valid UTF-8
+    install_reference(backend_dir)
+    report = scan(backend_dir)
+    assert all("file_base64" not in e and "canonical_base64" not in e for e in report["entries"])
+    assert "path_base64" not in report["search_paths"][0]

@@ -146,7 +146,8 @@ def test_the_report_has_the_contract_shape(reference_dir):
         report = runtime.report
     assert report["api_version"] == str(loader.BACKEND_API_VERSION)
     assert report["search_paths"] == [
-        {"path": str(reference_dir), "valid": True, "reason": None, "detail": ""}]
+        {"path": str(reference_dir), "valid": True, "reason": None, "detail": "",
+         "source": "override"}]
     assert report["registered"] == ["CpuRef"]
     keys = {"file", "canonical", "status", "reason", "detail", "backend_id", "version"}
     for entry in report["entries"]:

@@ -166,7 +166,7 @@ def test_secure_execution_ignores_the_environment(monkeypatch, caplog, dirs):
             assert reference_backend.BACKEND_ID in runtime.backend_ids
             ignored = runtime.report["search_paths"][0]
     assert ignored == {"path": dirs["A"], "valid": False, "reason": "ignored-secure-execution",
-                       "detail": ignored["detail"]}
+                       "detail": ignored["detail"], "source": "environment"}
     assert any("ignored-secure-execution" in r.getMessage() for r in caplog.records)
 
 

@@ -1,0 +1,138 @@
+# Crash notes, included into _core.pyx: when a backend's own code kills the process while it is
+# being loaded (its constructors in dlopen, GetBackendId, GetVersion, the BackendFactory probe),
+# the last words on stderr name the file and the way out (isolated probing) instead of a bare
+# "Segmentation fault".
+#
+# A note is a slot holding the loading thread's id, the file and the stage. While any note is
+# open, a handler for the fatal signals is installed; it writes the note of the crashing thread
+# with write(2) only (async-signal-safe), puts back the handler it replaced and re-raises, so the
+# process still dies of the same signal (and faulthandler or a host's own handler still runs).
+# Notes are opened and closed with the GIL held, which serializes them.
+
+cdef extern from *:
+    """
+    #include <signal.h>
+    #include <string.h>
+    #include <unistd.h>
+    #include <sys/syscall.h>
+
+    #define DBK_NOTE_SLOTS 8
+    #define DBK_NOTE_PATH 4096
+
+    typedef struct {
+        long tid;                   /* 0: free */
+        const char *stage;          /* a string literal */
+        char path[DBK_NOTE_PATH];
+    } dbk_crash_note;
+
+    static dbk_crash_note dbk_notes[DBK_NOTE_SLOTS];
+    static int dbk_open_notes = 0;
+    static const int dbk_fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
+    #define DBK_FATAL_COUNT ((int)(sizeof dbk_fatal_signals / sizeof dbk_fatal_signals[0]))
+    static struct sigaction dbk_replaced[DBK_FATAL_COUNT];
+
+    static void dbk_write(const char *text)
+    {
+        size_t left = strlen(text);
+        while (left > 0) {
+            ssize_t written = write(2, text, left);
+            if (written <= 0)
+                return;
+            text += written;
+            left -= (size_t)written;
+        }
+    }
+
+    static const char *dbk_signal_name(int sig)
+    {
+        switch (sig) {
+        case SIGSEGV: return "SIGSEGV";
+        case SIGBUS: return "SIGBUS";
+        case SIGABRT: return "SIGABRT";
+        case SIGILL: return "SIGILL";
+        case SIGFPE: return "SIGFPE";
+        default: return "a fatal signal";
+        }
+    }
+
+    static void dbk_on_fatal_signal(int sig);
+
+    static void dbk_restore_handlers(void)
+    {
+        struct sigaction current;
+        for (int i = 0; i < DBK_FATAL_COUNT; i++) {
+            /* Put back what was there, unless someone replaced our handler meanwhile. */
+            if (sigaction(dbk_fatal_signals[i], NULL, &current) == 0
+                    && current.sa_handler == dbk_on_fatal_signal)
+                sigaction(dbk_fatal_signals[i], &dbk_replaced[i], NULL);
+        }
+    }
+
+    static void dbk_on_fatal_signal(int sig)
+    {
+        long tid = syscall(SYS_gettid);
+        for (int i = 0; i < DBK_NOTE_SLOTS; i++) {
+            if (__atomic_load_n(&dbk_notes[i].tid, __ATOMIC_ACQUIRE) == tid) {
+                dbk_write("backend-loader: crashed (");
+                dbk_write(dbk_signal_name(sig));
+                dbk_write(") while loading ");
+                dbk_write(dbk_notes[i].path);
+                dbk_write(" (in ");
+                dbk_write(dbk_notes[i].stage);
+                dbk_write("): rerun with --isolated (backend-loader scan --isolated), or set "
+                          "DYNAMIC_BACKEND_PROBE=isolated, to load each backend in a child "
+                          "process first and skip those that crash\\n");
+                break;
+            }
+        }
+        /* The signal stays blocked until this handler returns; it is then delivered to the
+           handler we replaced (by default: the process dies of it). */
+        dbk_restore_handlers();
+        raise(sig);
+    }
+
+    static int dbk_note_open(const char *path, const char *stage)
+    {
+        for (int slot = 0; slot < DBK_NOTE_SLOTS; slot++) {
+            if (dbk_notes[slot].tid != 0)
+                continue;
+            strncpy(dbk_notes[slot].path, path, DBK_NOTE_PATH - 1);
+            dbk_notes[slot].path[DBK_NOTE_PATH - 1] = 0;
+            dbk_notes[slot].stage = stage;
+            __atomic_store_n(&dbk_notes[slot].tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
+            if (dbk_open_notes++ == 0) {
+                struct sigaction action;
+                memset(&action, 0, sizeof action);
+                action.sa_handler = dbk_on_fatal_signal;
+                action.sa_flags = SA_ONSTACK;   /* faulthandler's alternate stack, if any */
+                sigemptyset(&action.sa_mask);
+                for (int i = 0; i < DBK_FATAL_COUNT; i++)
+                    sigaction(dbk_fatal_signals[i], &action, &dbk_replaced[i]);
+            }
+            return slot;
+        }
+        return -1;  /* more threads loading at once than slots: no note, nothing else changes */
+    }
+
+    static void dbk_note_close(int slot)
+    {
+        if (slot < 0)
+            return;
+        __atomic_store_n(&dbk_notes[slot].tid, 0L, __ATOMIC_RELEASE);
+        if (--dbk_open_notes == 0)
+            dbk_restore_handlers();
+    }
+    """
+    int dbk_note_open(const char *path, const char *stage)
+    void dbk_note_close(int slot)
+
+
+cdef int _crash_note_open(str path, const char *stage):
+    """Until the matching _crash_note_close, a fatal signal in this thread names ``path`` and
+    ``stage`` on stderr. Returns the slot to close."""
+    cdef bytes encoded = os.fsencode(path)
+    return dbk_note_open(encoded, stage)
+
+
+cdef void _crash_note_close(int slot):
+    dbk_note_close(slot)

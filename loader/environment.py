@@ -1,0 +1,128 @@
+"""Every environment variable the loader reads, in one place, and how each value is parsed.
+
+Explicit arguments (``Runtime(...)``, command-line options) always win over these. A bad value
+is never fatal: it is ignored with a WARNING on the ``loader`` logger naming the variable, the
+value and what was expected.
+
+| variable | meaning |
+|---|---|
+| ``DYNAMIC_BACKEND_PATHS`` | colon-separated search paths replacing the compiled-in list |
+| ``DYNAMIC_BACKEND_ADD_PATHS`` | colon-separated search paths scanned before that list |
+| ``DYNAMIC_BACKEND_SELECT`` | comma-separated globs: only matching backend files are loaded |
+| ``DYNAMIC_BACKEND_DISABLE`` | comma-separated globs: matching backend files are never loaded |
+| ``DYNAMIC_BACKEND_PROBE`` | ``isolated`` or ``in-process``: how candidates are first loaded |
+| ``DYNAMIC_BACKEND_PROBE_TIMEOUT`` | seconds an isolated probe may take |
+| ``DYNAMIC_BACKEND_STRICT_PERMISSIONS`` | ``1`` refuses files and directories others can write |
+| ``DYNAMIC_BACKEND_DEBUG`` | ``1``/``debug``, ``info``, ``warning``: the ``loader`` log on stderr |
+
+The two path variables choose code to load, so a secure-execution (setuid/setgid) process
+ignores them, as the dynamic linker ignores ``LD_LIBRARY_PATH``; the others can only narrow or
+explain what is loaded and are honoured everywhere.
+"""
+import logging
+import math
+import os
+import sys
+from typing import Mapping, Optional
+
+PATHS = "DYNAMIC_BACKEND_PATHS"
+ADD_PATHS = "DYNAMIC_BACKEND_ADD_PATHS"
+SELECT = "DYNAMIC_BACKEND_SELECT"
+DISABLE = "DYNAMIC_BACKEND_DISABLE"
+PROBE = "DYNAMIC_BACKEND_PROBE"
+PROBE_TIMEOUT = "DYNAMIC_BACKEND_PROBE_TIMEOUT"
+STRICT_PERMISSIONS = "DYNAMIC_BACKEND_STRICT_PERMISSIONS"
+DEBUG = "DYNAMIC_BACKEND_DEBUG"
+
+ALL = (PATHS, ADD_PATHS, SELECT, DISABLE, PROBE, PROBE_TIMEOUT, STRICT_PERMISSIONS, DEBUG)
+
+PROBE_MODES = ("in-process", "isolated")
+
+log = logging.getLogger("loader")
+
+_TRUE = ("1", "yes", "true", "on")
+_FALSE = ("0", "no", "false", "off", "")
+_DEBUG_LEVELS = {"1": logging.DEBUG, "all": logging.DEBUG, "debug": logging.DEBUG,
+                 "info": logging.INFO, "warning": logging.WARNING, "warn": logging.WARNING,
+                 "error": logging.ERROR}
+
+
+def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
+    return os.environ if environ is None else environ
+
+
+def _ignored(variable: str, value: str, expected: str) -> None:
+    log.warning("%s=%r ignored: expected %s", variable, value, expected)
+
+
+def probe_mode(environ=None) -> Optional[str]:
+    """``DYNAMIC_BACKEND_PROBE``: "isolated", "in-process", or None when unset or invalid."""
+    value = _environ(environ).get(PROBE)
+    if value is None:
+        return None
+    mode = value.strip().lower()
+    if mode in PROBE_MODES:
+        return mode
+    _ignored(PROBE, value, "'isolated' or 'in-process'")
+    return None
+
+
+def probe_timeout(environ=None) -> Optional[float]:
+    """``DYNAMIC_BACKEND_PROBE_TIMEOUT``: positive finite seconds, or None when unset or invalid."""
+    value = _environ(environ).get(PROBE_TIMEOUT)
+    if value is None:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        seconds = math.nan
+    if not (math.isfinite(seconds) and seconds > 0):
+        _ignored(PROBE_TIMEOUT, value, "a positive, finite number of seconds")
+        return None
+    return seconds
+
+
+def strict_permissions(environ=None) -> Optional[bool]:
+    """``DYNAMIC_BACKEND_STRICT_PERMISSIONS``: True, False, or None when unset or invalid."""
+    value = _environ(environ).get(STRICT_PERMISSIONS)
+    if value is None:
+        return None
+    flag = value.strip().lower()
+    if flag in _TRUE:
+        return True
+    if flag in _FALSE:
+        return False
+    _ignored(STRICT_PERMISSIONS, value, "1 or 0")
+    return None
+
+
+# The handler DYNAMIC_BACKEND_DEBUG (or the command line) put on the "loader" logger, if any.
+_stderr_handler: Optional[logging.Handler] = None
+
+
+def log_to_stderr(level: int) -> None:
+    """Send the ``loader`` log from ``level`` up to stderr, one line per record, flushed as it is
+    written. Calling it again changes the level; there is never more than one such handler."""
+    global _stderr_handler
+    if _stderr_handler is None:
+        _stderr_handler = logging.StreamHandler(sys.stderr)
+        _stderr_handler.setFormatter(logging.Formatter("loader %(levelname)s: %(message)s"))
+        log.addHandler(_stderr_handler)
+    _stderr_handler.setLevel(level)
+    if log.level == logging.NOTSET or log.level > level:
+        log.setLevel(level)
+
+
+def apply_debug(environ=None) -> Optional[int]:
+    """Honour ``DYNAMIC_BACKEND_DEBUG`` (as the Vulkan loader honours ``VK_LOADER_DEBUG``): turn
+    on the ``loader`` log on stderr without any code in the host. Returns the level, or None."""
+    value = _environ(environ).get(DEBUG)
+    if value is None or value.strip() == "" or value.strip() == "0":
+        return None
+    level = _DEBUG_LEVELS.get(value.strip().lower())
+    if level is None:
+        log_to_stderr(logging.WARNING)
+        _ignored(DEBUG, value, "1, debug, info, warning or error")
+        return None
+    log_to_stderr(level)
+    return level
