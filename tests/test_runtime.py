@@ -3,7 +3,9 @@ import gc
 import json
 import logging
 import os
+import signal
 import subprocess
+import sys
 import threading
 
 import pytest
@@ -204,3 +206,171 @@ def test_the_module_entry_point_runs_the_same_command(reference_dir):
     result = run_module("scan", "--path", str(reference_dir))
     assert result.returncode == 0, result.stderr
     assert "Reference_CpuRef_backend.so" in result.stdout and "registered" in result.stdout
+
+
+# -- the log goes out as the scan goes ------------------------------------------------------------
+
+def test_each_entry_is_logged_as_soon_as_it_is_decided(backend_dir, monkeypatch):
+    first = install_mock("null_id", backend_dir, "A_Null_backend.so")
+    second = install_reference(backend_dir, "B_Ref_backend.so")
+    events = []
+
+    class Recorder(logging.Handler):
+        def emit(self, record):
+            events.append(("log", record.getMessage()))
+
+    from loader import runtime as runtime_module
+    real_load = runtime_module.load_candidate
+
+    def load(entry, timeout):
+        events.append(("load", os.path.basename(entry.file)))
+        return real_load(entry, timeout)
+
+    monkeypatch.setattr(runtime_module, "load_candidate", load)
+    handler = Recorder(logging.DEBUG)
+    logger = logging.getLogger("loader")
+    logger.addHandler(handler)
+    level = logger.level
+    logger.setLevel(logging.DEBUG)
+    try:
+        loader.Runtime(dynamic_backends_path=str(backend_dir)).close()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(level)
+    loads = [i for i, e in enumerate(events) if e[0] == "load"]
+    skip_of_first = next(i for i, e in enumerate(events)
+                         if e[0] == "log" and "skipped" in e[1] and "A_Null" in e[1])
+    assert loads[0] < skip_of_first < loads[1], events
+    loading = [e[1] for e in events if e[0] == "log" and e[1].startswith("loading ")]
+    assert loading == [f"loading {first}", f"loading {second}"]
+
+
+# -- bad arguments ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, error", [
+    (float("inf"), ValueError), (float("nan"), ValueError), (-1, ValueError), (0, ValueError),
+    ("5", TypeError), (True, TypeError), ([5], TypeError),
+])
+def test_a_bad_probe_timeout_is_a_clean_error(value, error):
+    with pytest.raises(error, match="probe_timeout"):
+        loader.Runtime(probe="isolated", probe_timeout=value)
+
+
+def test_a_probe_timeout_may_be_an_int_or_a_float(reference_dir):
+    for value in (1, 2.5):
+        with loader.Runtime(dynamic_backends_path=str(reference_dir), probe="isolated",
+                            probe_timeout=value) as runtime:
+            assert runtime.report["settings"]["probe_timeout"] == value
+
+
+def test_one_required_backend_may_be_given_as_a_string(reference_dir):
+    with loader.Runtime(dynamic_backends_path=str(reference_dir), required_backends="CpuRef") as rt:
+        assert rt.backend_ids == ["CpuRef"]
+    with pytest.raises(loader.MissingBackendsError) as raised:
+        loader.Runtime(dynamic_backends_path=str(reference_dir), required_backends="AcmeNpu")
+    assert raised.value.missing == ["AcmeNpu"]
+
+
+@pytest.mark.parametrize("bad", [5, [b"CpuRef"], ["CpuRef", None]])
+def test_required_backends_of_the_wrong_type_are_a_type_error(reference_dir, bad):
+    with pytest.raises(TypeError, match="required_backends"):
+        loader.Runtime(dynamic_backends_path=str(reference_dir), required_backends=bad)
+
+
+def test_a_closed_runtime_holds_no_backends_and_says_so(reference_dir):
+    runtime = loader.Runtime(dynamic_backends_path=str(reference_dir))
+    runtime.close()
+    assert runtime.backend_ids == [] and "CpuRef" not in runtime
+    with pytest.raises(loader.RuntimeClosedError, match="closed and holds no backends"):
+        runtime.create_backend("CpuRef")
+    assert runtime.report["registered"] == ["CpuRef"]  # the record of the scan stays
+
+
+# -- environment equivalents of the options --------------------------------------------------------
+
+def test_the_probe_variables_turn_on_isolated_probing(reference_dir, monkeypatch):
+    monkeypatch.setenv("DYNAMIC_BACKEND_PROBE", "isolated")
+    monkeypatch.setenv("DYNAMIC_BACKEND_PROBE_TIMEOUT", "3")
+    with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+        settings = runtime.report["settings"]
+    assert (settings["probe"], settings["probe_timeout"]) == ("isolated", 3.0)
+    assert settings["sources"]["probe"] == "DYNAMIC_BACKEND_PROBE"
+    assert settings["sources"]["probe_timeout"] == "DYNAMIC_BACKEND_PROBE_TIMEOUT"
+    with loader.Runtime(dynamic_backends_path=str(reference_dir), probe="in-process") as runtime:
+        assert runtime.report["settings"]["probe"] == "in-process"  # the argument wins
+
+
+def test_the_probe_variable_keeps_a_host_alive(backend_dir):
+    install_mock("crash_at_load", backend_dir)
+    install_reference(backend_dir)
+    code = ("import loader, sys; rt = loader.Runtime(sys.argv[1]); print(rt.backend_ids); "
+            "print(rt.report['entries'][0]['reason'])")
+    env = {**os.environ, "DYNAMIC_BACKEND_PROBE": "isolated"}
+    result = subprocess.run([sys.executable, "-c", code, str(backend_dir)], capture_output=True,
+                            text=True, timeout=60, env=env)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == ["['CpuRef']", "probe-crashed"]
+
+
+def test_a_crash_in_a_host_names_the_file(backend_dir):
+    crashing = install_mock("crash_at_load", backend_dir)
+    code = "import loader, sys; loader.Runtime(sys.argv[1])"
+    result = subprocess.run([sys.executable, "-c", code, str(backend_dir)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == -signal.SIGSEGV
+    assert f"crashed (SIGSEGV) while loading {crashing} (in dlopen" in result.stderr
+    assert "DYNAMIC_BACKEND_PROBE=isolated" in result.stderr
+
+
+def test_the_strict_permissions_variable(backend_dir, monkeypatch):
+    path = install_reference(backend_dir)
+    os.chmod(path, 0o666)
+    monkeypatch.setenv("DYNAMIC_BACKEND_STRICT_PERMISSIONS", "1")
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        assert runtime.backend_ids == []
+        assert runtime.report["entries"][0]["reason"] == "untrusted-permissions"
+        assert runtime.report["settings"]["sources"]["strict_permissions"] == \
+            "DYNAMIC_BACKEND_STRICT_PERMISSIONS"
+    with loader.Runtime(dynamic_backends_path=str(backend_dir),
+                        strict_permissions=False) as runtime:
+        assert runtime.backend_ids == ["CpuRef"]  # the argument wins
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("DYNAMIC_BACKEND_PROBE", "sandbox"), ("DYNAMIC_BACKEND_PROBE_TIMEOUT", "inf"),
+    ("DYNAMIC_BACKEND_PROBE_TIMEOUT", "-2"), ("DYNAMIC_BACKEND_PROBE_TIMEOUT", "soon"),
+    ("DYNAMIC_BACKEND_STRICT_PERMISSIONS", "maybe"),
+])
+def test_a_bad_variable_is_a_warning_not_a_crash(reference_dir, monkeypatch, caplog, variable,
+                                                 value):
+    monkeypatch.setenv(variable, value)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with loader.Runtime(dynamic_backends_path=str(reference_dir)) as runtime:
+            assert runtime.backend_ids == ["CpuRef"]
+            settings = runtime.report["settings"]
+    assert any(variable in r.getMessage() and repr(value) in r.getMessage()
+               for r in caplog.records)
+    assert set(settings["sources"].values()) == {"default"}
+
+
+# -- the debug variable ----------------------------------------------------------------------------
+
+def _host(directory, debug):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DYNAMIC_BACKEND_")}
+    env["DYNAMIC_BACKEND_DEBUG"] = debug
+    return subprocess.run([sys.executable, "-c", "import loader, sys; loader.Runtime(sys.argv[1])",
+                           str(directory)], capture_output=True, text=True, timeout=60, env=env)
+
+
+def test_the_debug_variable_turns_on_the_log_in_any_host(reference_dir):
+    install_mock("null_id", reference_dir)
+    everything = _host(reference_dir, "1").stderr
+    assert "loader DEBUG: loading" in everything
+    assert "loader INFO: registered backend 'CpuRef'" in everything
+    assert "loader WARNING: skipped" in everything
+    warnings = _host(reference_dir, "warning").stderr
+    assert "loader WARNING: skipped" in warnings and "registered" not in warnings
+    off = _host(reference_dir, "0").stderr  # Python's own last resort still shows warnings
+    assert "loading" not in off and "registered" not in off
+    bad = _host(reference_dir, "loud")
+    assert bad.returncode == 0 and "DYNAMIC_BACKEND_DEBUG='loud' ignored" in bad.stderr

@@ -200,3 +200,106 @@ def test_build_time_paths_become_the_compiled_in_list(tmp_path):
     assert "reference_backend/backends/Reference_CpuRef_backend.so" in names
     assert "loader/include/backend_api.h" in names
     assert "loader/dynamic-backend-probe" in names
+
+
+# -- where each path came from ----------------------------------------------------------------------
+
+ADD = "DYNAMIC_BACKEND_ADD_PATHS"
+
+
+def sources(override=None):
+    return [(p.path, p.source) for p in search_paths.resolve_search_paths(override)]
+
+
+def test_each_path_records_its_source(monkeypatch, dirs):
+    assert sources() == [(reference_backend.LIBRARY_DIR, "compiled-in")]
+    assert sources(dirs["A"]) == [(dirs["A"], "override")]
+    monkeypatch.setenv(VAR, dirs["B"])
+    monkeypatch.setenv(ADD, dirs["A"])
+    assert sources() == [(dirs["A"], "environment-add"), (dirs["B"], "environment")]
+    with loader.Runtime() as runtime:
+        assert [(p["path"], p["source"]) for p in runtime.report["search_paths"]] == \
+            [(dirs["A"], "environment-add"), (dirs["B"], "environment")]
+
+
+# -- the additive variable ---------------------------------------------------------------------------
+
+def test_added_paths_are_scanned_first_and_keep_the_compiled_in_list(monkeypatch, dirs):
+    install_mock("alpha", dirs["A"])
+    install_mock("beta", dirs["B"])
+    monkeypatch.setenv(ADD, f"{dirs['A']}:{dirs['B']}")
+    assert loader.get_backend_paths() == [dirs["A"], dirs["B"], reference_backend.LIBRARY_DIR]
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == ["MockAlpha", "MockBeta", reference_backend.BACKEND_ID]
+
+
+def test_added_paths_come_before_the_environment_list(monkeypatch, dirs):
+    monkeypatch.setenv(VAR, f"{dirs['B']}:{dirs['C']}")
+    monkeypatch.setenv(ADD, dirs["A"])
+    assert loader.get_backend_paths() == [dirs["A"], dirs["B"], dirs["C"]]
+
+
+def test_added_paths_are_validated_like_the_others(monkeypatch, dirs, caplog):
+    monkeypatch.setenv(ADD, f"relative:/does/not/exist::{dirs['F']}:{dirs['A']}:{dirs['A']}")
+    monkeypatch.setenv(VAR, dirs["A"])
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        assert reasons() == [("relative", "not-found"), ("/does/not/exist", "not-found"),
+                             (dirs["F"], "not-a-directory"), (dirs["A"], None),
+                             (dirs["A"], "duplicate-path"), (dirs["A"], "duplicate-path")]
+    assert any("/does/not/exist" in r.getMessage() and "environment-add" in r.getMessage()
+               for r in caplog.records)
+
+
+def test_the_override_replaces_the_added_paths_too(monkeypatch, dirs):
+    monkeypatch.setenv(ADD, dirs["A"])
+    assert loader.get_backend_paths(dirs["B"]) == [dirs["B"]]
+
+
+def test_an_empty_environment_list_still_scans_the_added_paths(monkeypatch, dirs):
+    monkeypatch.setenv(VAR, "")
+    monkeypatch.setenv(ADD, dirs["A"])
+    assert loader.get_backend_paths() == [dirs["A"]]
+
+
+def test_secure_execution_ignores_the_added_paths(monkeypatch, dirs):
+    install_mock("alpha", dirs["A"])
+    monkeypatch.setenv(ADD, dirs["A"])
+    monkeypatch.setattr(search_paths, "_force_secure_execution", True)
+    with loader.Runtime() as runtime:
+        assert runtime.backend_ids == [reference_backend.BACKEND_ID]
+        ignored, kept = runtime.report["search_paths"]
+    assert (ignored["path"], ignored["reason"], ignored["source"]) == \
+        (dirs["A"], "ignored-secure-execution", "environment-add")
+    assert "DYNAMIC_BACKEND_ADD_PATHS" in ignored["detail"]
+    assert kept["source"] == "compiled-in"
+
+
+# -- a compiled-in list without the bundled backend -------------------------------------------------
+
+def test_a_build_time_list_without_the_bundled_directory_is_pointed_out(monkeypatch, dirs):
+    monkeypatch.setattr(search_paths, "build_time_paths", lambda: dirs["A"])
+    with loader.Runtime() as runtime:
+        assert runtime.search_paths == [dirs["A"]]
+        [note] = runtime.report["notes"]
+    assert "at build time" in note and reference_backend.LIBRARY_DIR in note
+    # not when the environment replaced the compiled-in list, nor when the list holds the directory
+    monkeypatch.setenv(VAR, dirs["B"])
+    with loader.Runtime() as runtime:
+        assert runtime.report["notes"] == []
+    monkeypatch.delenv(VAR)
+    monkeypatch.setattr(search_paths, "build_time_paths",
+                        lambda: f"{dirs['A']}:{reference_backend.LIBRARY_DIR}")
+    with loader.Runtime() as runtime:
+        assert runtime.report["notes"] == []
+
+
+def test_scan_prints_the_note(dirs):
+    import subprocess
+    import sys
+    code = ("import sys; from loader import cli, paths; "
+            f"paths.build_time_paths = lambda: {dirs['A']!r}; sys.exit(cli.main(['scan']))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "Note: the compiled-in search path list" in result.stdout
+    assert "CpuRef is not found" in result.stdout
