@@ -374,3 +374,49 @@ def test_the_debug_variable_turns_on_the_log_in_any_host(reference_dir):
     assert "loading" not in off and "registered" not in off
     bad = _host(reference_dir, "loud")
     assert bad.returncode == 0 and "DYNAMIC_BACKEND_DEBUG='loud' ignored" in bad.stderr
+
+
+_CRASHING_SOURCES = {
+    "GetBackendId": ("const char *GetBackendId(void) { return *(const char *volatile *)0; }\n"
+                     "void GetVersion(unsigned *a, unsigned *b) { *a = 1; *b = 0; }\n"
+                     "void *BackendFactory(void) { return 0; }\n", signal.SIGSEGV),
+    "GetVersion": ("#include <signal.h>\n"
+                   "const char *GetBackendId(void) { return \"Boom\"; }\n"
+                   "void GetVersion(unsigned *a, unsigned *b) { raise(SIGBUS); }\n"
+                   "void *BackendFactory(void) { return 0; }\n", signal.SIGBUS),
+    "the BackendFactory probe": ("#include <stdlib.h>\n"
+                                 "const char *GetBackendId(void) { return \"Boom\"; }\n"
+                                 "void GetVersion(unsigned *a, unsigned *b) { *a = %d; *b = 0; }\n"
+                                 "void *BackendFactory(void) { abort(); }\n", signal.SIGABRT),
+}
+
+
+@pytest.mark.parametrize("stage", sorted(_CRASHING_SOURCES))
+def test_a_crash_names_the_backend_call_that_crashed(backend_dir, tmp_path, stage):
+    import shutil
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    source, number = _CRASHING_SOURCES[stage]
+    if "%d" in source:
+        source = source % loader.BACKEND_API_VERSION.major
+    (tmp_path / "boom.c").write_text(source)
+    library = backend_dir / "Boom_Crash_backend.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(tmp_path / "boom.c"), "-o", str(library)],
+                   check=True)
+    code = "import loader, sys; loader.Runtime(sys.argv[1])"
+    result = subprocess.run([sys.executable, "-c", code, str(backend_dir)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == -number
+    name = signal.Signals(number).name
+    assert f"crashed ({name}) while loading {library} (in {stage})" in result.stderr
+
+
+def test_the_crash_note_is_gone_once_loading_is_over(reference_dir):
+    # The handler is installed only around loading: a later crash of the host is its own.
+    code = ("import loader, os, signal, sys; loader.Runtime(sys.argv[1]).close(); "
+            "print(signal.getsignal(signal.SIGSEGV), flush=True); os.kill(os.getpid(), signal.SIGSEGV)")
+    result = subprocess.run([sys.executable, "-c", code, str(reference_dir)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == -signal.SIGSEGV
+    assert result.stdout.strip() == str(signal.SIG_DFL)
+    assert "crashed" not in result.stderr
