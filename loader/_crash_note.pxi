@@ -7,7 +7,8 @@
 # open, a handler for the fatal signals is installed; it writes the note of the crashing thread
 # with write(2) only (async-signal-safe), puts back the handler it replaced and re-raises, so the
 # process still dies of the same signal (and faulthandler or a host's own handler still runs).
-# Notes are opened and closed with the GIL held, which serializes them.
+# Notes are opened and closed with the GIL held, which serializes them. A scan holds the handler
+# for all its loads (CrashNotes), so each note costs no system call beyond gettid.
 
 cdef extern from *:
     """
@@ -26,7 +27,7 @@ cdef extern from *:
     } dbk_crash_note;
 
     static dbk_crash_note dbk_notes[DBK_NOTE_SLOTS];
-    static int dbk_open_notes = 0;
+    static int dbk_holders = 0;
     static const int dbk_fatal_signals[] = {SIGSEGV, SIGBUS, SIGABRT, SIGILL, SIGFPE};
     #define DBK_FATAL_COUNT ((int)(sizeof dbk_fatal_signals / sizeof dbk_fatal_signals[0]))
     static struct sigaction dbk_replaced[DBK_FATAL_COUNT];
@@ -91,6 +92,27 @@ cdef extern from *:
         raise(sig);
     }
 
+    /* The handler is installed while anyone holds it: each note, and a scan around all its
+       notes (which saves the sigaction calls per note). */
+    static void dbk_hold_handler(void)
+    {
+        if (dbk_holders++ == 0) {
+            struct sigaction action;
+            memset(&action, 0, sizeof action);
+            action.sa_handler = dbk_on_fatal_signal;
+            action.sa_flags = SA_ONSTACK;   /* faulthandler's alternate stack, if any */
+            sigemptyset(&action.sa_mask);
+            for (int i = 0; i < DBK_FATAL_COUNT; i++)
+                sigaction(dbk_fatal_signals[i], &action, &dbk_replaced[i]);
+        }
+    }
+
+    static void dbk_release_handler(void)
+    {
+        if (dbk_holders > 0 && --dbk_holders == 0)
+            dbk_restore_handlers();
+    }
+
     static int dbk_note_open(const char *path, const char *stage)
     {
         for (int slot = 0; slot < DBK_NOTE_SLOTS; slot++) {
@@ -100,15 +122,7 @@ cdef extern from *:
             dbk_notes[slot].path[DBK_NOTE_PATH - 1] = 0;
             dbk_notes[slot].stage = stage;
             __atomic_store_n(&dbk_notes[slot].tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
-            if (dbk_open_notes++ == 0) {
-                struct sigaction action;
-                memset(&action, 0, sizeof action);
-                action.sa_handler = dbk_on_fatal_signal;
-                action.sa_flags = SA_ONSTACK;   /* faulthandler's alternate stack, if any */
-                sigemptyset(&action.sa_mask);
-                for (int i = 0; i < DBK_FATAL_COUNT; i++)
-                    sigaction(dbk_fatal_signals[i], &action, &dbk_replaced[i]);
-            }
+            dbk_hold_handler();
             return slot;
         }
         return -1;  /* more threads loading at once than slots: no note, nothing else changes */
@@ -119,20 +133,36 @@ cdef extern from *:
         if (slot < 0)
             return;
         __atomic_store_n(&dbk_notes[slot].tid, 0L, __ATOMIC_RELEASE);
-        if (--dbk_open_notes == 0)
-            dbk_restore_handlers();
+        dbk_release_handler();
     }
     """
     int dbk_note_open(const char *path, const char *stage)
     void dbk_note_close(int slot)
+    void dbk_hold_handler()
+    void dbk_release_handler()
 
 
-cdef int _crash_note_open(str path, const char *stage):
+cdef int _crash_note_open(bytes path, const char *stage):
     """Until the matching _crash_note_close, a fatal signal in this thread names ``path`` and
     ``stage`` on stderr. Returns the slot to close."""
-    cdef bytes encoded = os.fsencode(path)
-    return dbk_note_open(encoded, stage)
+    return dbk_note_open(path, stage)
 
 
 cdef void _crash_note_close(int slot):
     dbk_note_close(slot)
+
+
+cdef class CrashNotes:
+    """``with CrashNotes():`` keeps the crash-note handler installed across many loads (a scan),
+    instead of installing and removing it around each call. Re-entrant."""
+    cdef int held
+
+    def __enter__(self):
+        dbk_hold_handler()
+        self.held += 1
+        return self
+
+    def __exit__(self, *exc_info):
+        if self.held > 0:
+            self.held -= 1
+            dbk_release_handler()

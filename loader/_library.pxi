@@ -62,6 +62,7 @@ cdef class Library:
     cdef abi.GetVersionFunction _get_version
     cdef abi.BackendFactoryFunction _backend_factory
     cdef readonly str path
+    cdef bytes _path_bytes          # the path for crash notes
     cdef readonly str backend_id
     cdef readonly uint32_t major
     cdef readonly uint32_t minor
@@ -105,7 +106,7 @@ cdef class Library:
             failure = _check_elf_file(path_bytes)
             if failure is not None:
                 return (None,) + failure
-        note = _crash_note_open(path, "dlopen: the library's constructors")
+        note = _crash_note_open(path_bytes, "dlopen: the library's constructors")
         with nogil:
             handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
             error = dlerror() if handle == NULL else NULL
@@ -117,6 +118,7 @@ cdef class Library:
         library = Library.__new__(Library)
         library._handle = handle
         library.path = path
+        library._path_bytes = path_bytes
         library._get_backend_id = <abi.GetBackendIdFunction>dlsym(handle, b"GetBackendId")
         library._get_version = <abi.GetVersionFunction>dlsym(handle, b"GetVersion")
         library._backend_factory = <abi.BackendFactoryFunction>dlsym(handle, b"BackendFactory")
@@ -143,7 +145,7 @@ cdef class Library:
         cdef const char *raw
         cdef int note
         self._require_open()
-        note = _crash_note_open(self.path, "GetBackendId")
+        note = _crash_note_open(self._path_bytes, "GetBackendId")
         raw = self._get_backend_id()
         _crash_note_close(note)
         if raw == NULL:
@@ -155,7 +157,7 @@ cdef class Library:
         cdef uint32_t major = 0xFFFFFFFF, minor = 0xFFFFFFFF
         cdef int note
         self._require_open()
-        note = _crash_note_open(self.path, "GetVersion")
+        note = _crash_note_open(self._path_bytes, "GetVersion")
         self._get_version(&major, &minor)
         _crash_note_close(note)
         return major, minor
@@ -172,7 +174,7 @@ cdef class Library:
         cdef str problem
         cdef int note
         self._require_accepted()
-        note = _crash_note_open(self.path, "the BackendFactory probe")
+        note = _crash_note_open(self._path_bytes, "the BackendFactory probe")
         try:
             instance = <abi.BackendInstance *>self._backend_factory()
             problem = _instance_problem(instance, self.backend_id.encode("ascii"), self.major,

@@ -63,8 +63,8 @@ class Entry:
         """The report entry. Every string is valid UTF-8; a path that was not is also given
         exactly, base64-encoded, as ``file_base64`` / ``canonical_base64``."""
         result = {
-            "file": paths.text(self.file),
-            "canonical": None if self.canonical is None else paths.text(self.canonical),
+            "file": self.file,
+            "canonical": self.canonical,
             "status": self.status,
             "reason": None if self.reason is None else self.reason.value,
             "detail": paths.text(self.detail),
@@ -72,8 +72,9 @@ class Entry:
             "version": None if self.version is None else str(self.version),
         }
         for key in ("file", "canonical"):
-            value = getattr(self, key)
+            value = result[key]
             if value is not None and not paths.is_exact_text(value):
+                result[key] = paths.text(value)
                 result[key + "_base64"] = paths.base64_of(value)
         return result
 
@@ -160,8 +161,9 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     if reason is not None:
         entry.skip(reason, detail)
         return None
-    log.debug("loading %s", paths.text(entry.canonical if entry.file == entry.canonical
-                                       else f"{entry.file} -> {entry.canonical}"))
+    if log.isEnabledFor(logging.DEBUG):
+        log.debug("loading %s", paths.text(entry.canonical if entry.file == entry.canonical
+                                           else f"{entry.file} -> {entry.canonical}"))
     library, reason, detail = _core.Library.open(entry.canonical, elf_checked=True)
     if library is None:
         entry.skip(reason, detail)

@@ -70,6 +70,9 @@ def text(value: str) -> str:
 
 
 def is_exact_text(value: str) -> bool:
+    """Whether ``value`` holds no lone surrogate (the trace of a byte that was not UTF-8)."""
+    if value.isascii():
+        return True
     try:
         value.encode("utf-8")
     except UnicodeEncodeError:

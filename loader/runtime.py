@@ -10,7 +10,7 @@ import math
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from loader import environment, isolation
+from loader import _core, environment, isolation
 from loader import paths as _paths
 from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
 from loader.filters import backend_filter
@@ -75,10 +75,11 @@ class Runtime:
                                               strict_permissions=strict)
         self._filter.warn_unmatched()
         timeout = self._settings["probe_timeout"] if self._settings["probe"] == "isolated" else None
-        for entry in self._entries:  # log each entry as soon as it is decided
-            if entry.reason is None:
-                self._load(entry, timeout)
-            entry.log()
+        with _core.CrashNotes():  # a crash while loading names its file (see _crash_note.pxi)
+            for entry in self._entries:  # log each entry as soon as it is decided
+                if entry.reason is None:
+                    self._load(entry, timeout)
+                entry.log()
         self._report = self._build_report()
         missing = [backend_id for backend_id in required if backend_id not in self._libraries]
         if missing:
