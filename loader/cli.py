@@ -318,9 +318,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _configure_logging(verbosity: int) -> None:
-    level = {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO}.get(verbosity, logging.DEBUG)
-    from_environment = environment.apply_debug()
-    environment.log_to_stderr(min(level, from_environment or level))
+    environment.log_to_stderr(
+        {0: logging.ERROR, 1: logging.WARNING, 2: logging.INFO}.get(verbosity, logging.DEBUG))
+    environment.apply_debug()
     logging.getLogger("loader").propagate = False
 
 

@@ -102,13 +102,15 @@ _stderr_handler: Optional[logging.Handler] = None
 
 def log_to_stderr(level: int) -> None:
     """Send the ``loader`` log from ``level`` up to stderr, one line per record, flushed as it is
-    written. Calling it again changes the level; there is never more than one such handler."""
+    written. There is never more than one such handler; calling again can only lower its level
+    (``-vvv`` on the command line and DYNAMIC_BACKEND_DEBUG=warning: the more verbose wins)."""
     global _stderr_handler
     if _stderr_handler is None:
         _stderr_handler = logging.StreamHandler(sys.stderr)
         _stderr_handler.setFormatter(logging.Formatter("loader %(levelname)s: %(message)s"))
+        _stderr_handler.setLevel(level)
         log.addHandler(_stderr_handler)
-    _stderr_handler.setLevel(level)
+    _stderr_handler.setLevel(min(level, _stderr_handler.level))
     if log.level == logging.NOTSET or log.level > level:
         log.setLevel(level)
 

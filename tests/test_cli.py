@@ -291,3 +291,15 @@ def test_check_name_reads_nul_separated_names_holding_newlines():
 def test_null_without_stdin_is_a_usage_error():
     result = run("check-name", "-0", "Arm_Gpu_backend.so")
     assert result.returncode == 2 and "'-'" in result.stderr
+
+
+def test_the_debug_variable_and_verbose_options_the_more_verbose_wins(backend_dir):
+    install_mock("null_id", backend_dir)
+    install_reference(backend_dir)
+    quiet_env = {**ENV_WITHOUT_PATHS, "DYNAMIC_BACKEND_DEBUG": "warning"}
+    loud = run("scan", "-vvv", "--path", str(backend_dir), env=quiet_env).stderr
+    assert "loader DEBUG: loading" in loud and "registered backend" in loud
+    loud_env = {**ENV_WITHOUT_PATHS, "DYNAMIC_BACKEND_DEBUG": "debug"}
+    assert "loader DEBUG: loading" in run("scan", "--path", str(backend_dir), env=loud_env).stderr
+    warnings = run("scan", "--path", str(backend_dir), env=quiet_env).stderr
+    assert "invalid-backend-id" in warnings and "registered backend" not in warnings
