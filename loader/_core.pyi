@@ -24,9 +24,13 @@ class FileSet:
 
 def scan_directory(
     directory: bytes, seen: FileSet, accepted_paths: List[str], include_invalid: bool = ...,
-    name_filter: Optional[Callable[[str], bool]] = ..., strict_permissions: bool = ...,
+    name_filter: Optional[Callable[[str], Optional[str]]] = ..., strict_permissions: bool = ...,
     candidates_only: bool = ...,
 ) -> Tuple[List[Tuple[bytes, Optional[Reason], Optional[str], str]], Optional[str]]: ...
+
+class CrashNotes:
+    def __enter__(self) -> "CrashNotes": ...
+    def __exit__(self, *exc_info: object) -> None: ...
 
 class Library:
     path: str
