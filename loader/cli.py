@@ -179,25 +179,28 @@ def explain_invalid_name(name: bytes) -> str:
         return f"does not contain '_backend.so': {rule}"
     parts = name[:at].split(b"_")
     if len(parts) != 2:
-        return (f"{_shown(name[:at])!r} before '_backend.so' must be <vendor>_<name>: two "
+        return (f"'{_shown(name[:at])}' before '_backend.so' must be <vendor>_<name>: two "
                 f"parts joined by one '_' (found {len(parts)})")
     for label, part in zip(("vendor", "name"), parts):
         if not part:
             return f"the {label} part is empty: {rule}"
         if not _ALNUM.fullmatch(part):
-            bad = next(chr(b) if b < 128 else f"\\x{b:02x}" for b in part
-                       if not _ALNUM.fullmatch(bytes([b])))
-            return (f"the {label} part {_shown(part)!r} contains {bad!r}: vendor and name are "
+            decoded = part.decode("utf-8", "surrogateescape")
+            bad = next(c for c in decoded if not (c.isascii() and c.isalnum()))
+            return (f"the {label} part '{_shown(part)}' contains "
+                    f"'{_shown(bad.encode('utf-8', 'surrogateescape'))}': vendor and name are "
                     f"ASCII letters and digits only")
     suffix = name[at + len(_LITERAL):]
     if not _VERSION_SUFFIX.fullmatch(suffix):
-        return (f"the version {_shown(suffix)!r} after '_backend.so' must be groups of '.' and "
+        return (f"the version '{_shown(suffix)}' after '_backend.so' must be groups of '.' and "
                 f"digits, like '.1' or '.1.2.3'")
     return f"does not match the rule: {rule}"
 
 
 def _shown(raw: bytes) -> str:
-    return raw.decode("utf-8", "backslashreplace")
+    """Bytes as readable text on one line: undecodable bytes as \\xNN, controls escaped."""
+    text = raw.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _names(args) -> Iterable[bytes]:
@@ -229,8 +232,7 @@ def _check_name(args) -> int:
         out.write(verdict + (b"\t" + name if args.with_names else b"") + terminator)
         if not valid and not args.quiet:
             out.flush()
-            shown = _shown(name).replace("\n", "\\n")
-            sys.stderr.write(f"{PROG}: invalid: {shown}: {explain_invalid_name(base)}\n")
+            sys.stderr.write(f"{PROG}: invalid: {_shown(name)}: {explain_invalid_name(base)}\n")
     out.flush()
     return 0 if all_valid else 1
 
