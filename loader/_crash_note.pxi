@@ -1,7 +1,8 @@
 # Crash notes, included into _core.pyx: when a backend's own code kills the process while it is
 # being loaded (its constructors in dlopen, GetBackendId, GetVersion, the BackendFactory probe),
 # the last words on stderr name the file and the way out (isolated probing) instead of a bare
-# "Segmentation fault".
+# "Segmentation fault". A backend that calls exit() there gets the same note, from an atexit(3)
+# handler.
 #
 # A note is a slot holding the loading thread's id, the file and the stage. While any note is
 # open, a handler for the fatal signals is installed; it writes the note of the crashing thread
@@ -13,6 +14,7 @@
 cdef extern from *:
     """
     #include <signal.h>
+    #include <stdlib.h>
     #include <string.h>
     #include <unistd.h>
     #include <sys/syscall.h>
@@ -44,18 +46,6 @@ cdef extern from *:
         }
     }
 
-    static const char *dbk_signal_name(int sig)
-    {
-        switch (sig) {
-        case SIGSEGV: return "SIGSEGV";
-        case SIGBUS: return "SIGBUS";
-        case SIGABRT: return "SIGABRT";
-        case SIGILL: return "SIGILL";
-        case SIGFPE: return "SIGFPE";
-        default: return "a fatal signal";
-        }
-    }
-
     static void dbk_on_fatal_signal(int sig);
 
     static void dbk_restore_handlers(void)
@@ -69,22 +59,41 @@ cdef extern from *:
         }
     }
 
-    static void dbk_on_fatal_signal(int sig)
+    /* Writes the note of the calling thread, if it has one open. */
+    static void dbk_write_note(const char *what)
     {
         long tid = syscall(SYS_gettid);
         for (int i = 0; i < DBK_NOTE_SLOTS; i++) {
             if (__atomic_load_n(&dbk_notes[i].tid, __ATOMIC_ACQUIRE) == tid) {
-                dbk_write("backend-loader: crashed (");
-                dbk_write(dbk_signal_name(sig));
-                dbk_write(") while loading ");
+                dbk_write("backend-loader: ");
+                dbk_write(what);
+                dbk_write(" while loading ");
                 dbk_write(dbk_notes[i].path);
                 dbk_write(" (in ");
                 dbk_write(dbk_notes[i].stage);
                 dbk_write("): rerun with --isolated (backend-loader scan --isolated), or set "
                           "DYNAMIC_BACKEND_PROBE=isolated, to load each backend in a child "
-                          "process first and skip those that crash\\n");
-                break;
+                          "process first and skip those that crash or exit\\n");
+                return;
             }
+        }
+    }
+
+    /* A backend that calls exit() while it is loaded ends the process quietly: say so. */
+    static void dbk_on_exit(void)
+    {
+        dbk_write_note("the process exited");
+    }
+
+    static void dbk_on_fatal_signal(int sig)
+    {
+        switch (sig) {
+        case SIGSEGV: dbk_write_note("crashed (SIGSEGV)"); break;
+        case SIGBUS: dbk_write_note("crashed (SIGBUS)"); break;
+        case SIGABRT: dbk_write_note("crashed (SIGABRT)"); break;
+        case SIGILL: dbk_write_note("crashed (SIGILL)"); break;
+        case SIGFPE: dbk_write_note("crashed (SIGFPE)"); break;
+        default: dbk_write_note("crashed"); break;
         }
         /* The signal stays blocked until this handler returns; it is then delivered to the
            handler we replaced (by default: the process dies of it). */
@@ -96,6 +105,9 @@ cdef extern from *:
        notes (which saves the sigaction calls per note). */
     static void dbk_hold_handler(void)
     {
+        static int exit_note_registered = 0;
+        if (!exit_note_registered)
+            exit_note_registered = atexit(dbk_on_exit) == 0;
         if (dbk_holders++ == 0) {
             struct sigaction action;
             memset(&action, 0, sizeof action);

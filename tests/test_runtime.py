@@ -420,3 +420,23 @@ def test_the_crash_note_is_gone_once_loading_is_over(reference_dir):
     assert result.returncode == -signal.SIGSEGV
     assert result.stdout.strip() == str(signal.SIG_DFL)
     assert "crashed" not in result.stderr
+
+
+def test_an_exit_while_loading_names_the_file(backend_dir, tmp_path):
+    import shutil
+    if shutil.which("cc") is None:
+        pytest.skip("no C compiler")
+    (tmp_path / "exits.c").write_text(
+        "#include <stdlib.h>\n__attribute__((constructor)) static void go(void) { exit(3); }\n")
+    library = backend_dir / "Evil_Exit_backend.so"
+    subprocess.run(["cc", "-shared", "-fPIC", str(tmp_path / "exits.c"), "-o", str(library)],
+                   check=True)
+    code = "import loader, sys; loader.Runtime(sys.argv[1]); print('survived')"
+    result = subprocess.run([sys.executable, "-c", code, str(backend_dir)], capture_output=True,
+                            text=True, timeout=60)
+    assert result.returncode == 3 and "survived" not in result.stdout
+    assert f"backend-loader: the process exited while loading {library} (in dlopen" in result.stderr
+    # a process that ends normally after loading says nothing
+    clean = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
+                           text=True, timeout=60)
+    assert clean.returncode == 0 and "exited" not in clean.stderr
