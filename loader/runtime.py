@@ -7,6 +7,7 @@ open or any backend created from it is alive.
 """
 import logging
 import math
+import numbers
 import threading
 from typing import Dict, List, Optional, Tuple
 
@@ -244,8 +245,8 @@ def _settings(probe, probe_timeout, strict_permissions) -> dict:
 
 
 def check_probe_timeout(value) -> float:
-    """A probe timeout in seconds: a positive, finite int or float."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    """A probe timeout in seconds: a positive, finite real number (int, float, NumPy scalar)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"probe_timeout must be a number of seconds, not {type(value).__name__}")
     if not (math.isfinite(value) and value > 0):
         raise ValueError(f"probe_timeout must be a positive, finite number of seconds, "
