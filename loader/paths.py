@@ -66,7 +66,16 @@ def text(value: str) -> str:
     """``value`` as valid UTF-8 text: bytes that were not UTF-8 are written ``\\xNN``."""
     if is_exact_text(value):
         return value
-    return os.fsencode(value).decode("utf-8", "backslashreplace")
+    return _raw(value).decode("utf-8", "backslashreplace")
+
+
+def _raw(value: str) -> bytes:
+    """The bytes behind a path: what os.fsencode gives, or, for a surrogate that no file name
+    decodes to (passed in by a caller), its UTF-8 form."""
+    try:
+        return os.fsencode(value)
+    except UnicodeEncodeError:
+        return value.encode("utf-8", "surrogatepass")
 
 
 def is_exact_text(value: str) -> bool:
@@ -83,7 +92,7 @@ def is_exact_text(value: str) -> bool:
 def base64_of(value: str) -> str:
     """The exact bytes of a file name or path, base64 (``base64.b64decode`` gives them back)."""
     import base64
-    return base64.b64encode(os.fsencode(value)).decode("ascii")
+    return base64.b64encode(_raw(value)).decode("ascii")
 
 
 # -- the compiled-in list -----------------------------------------------------------------------
@@ -203,7 +212,7 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
         return refuse(PathReason.NOT_FOUND, "no such directory" + _list_hint(item))
     except OSError as error:
         return refuse(PathReason.UNREADABLE, error.strerror or str(error))
-    except ValueError as error:  # embedded NUL
+    except ValueError as error:  # embedded NUL, or a surrogate no file name can hold
         return refuse(PathReason.NOT_FOUND, str(error))
     if not stat.S_ISDIR(st.st_mode):
         return refuse(PathReason.NOT_A_DIRECTORY, "not a directory")

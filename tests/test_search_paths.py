@@ -303,3 +303,13 @@ def test_scan_prints_the_note(dirs):
     assert result.returncode == 0, result.stderr
     assert "Note: the compiled-in search path list" in result.stdout
     assert "CpuRef is not found" in result.stdout
+
+
+def test_an_override_no_file_name_can_spell_is_reported_not_raised():
+    import base64
+    import json
+    with loader.Runtime(dynamic_backends_path="/tmp/\ud800x") as runtime:
+        [path] = runtime.report["search_paths"]
+    json.dumps(path, ensure_ascii=False).encode("utf-8")
+    assert path["reason"] == "not-found" and path["path"] == "/tmp/\\xed\\xa0\\x80x"
+    assert base64.b64decode(path["path_base64"]) == "/tmp/\ud800x".encode("utf-8", "surrogatepass")
