@@ -1,7 +1,10 @@
 """The conformance cases. Each names its requirement and stage; its function raises ``Failed``,
 ``NotSupported`` or ``Warning_`` for a non-pass and returns for a pass.
 
-File cases read the file and never load it; they run in the controlling process. Every other
+File cases read the file and never load it; they run in the controlling process. Their subject
+has ``path``, the backend as the user named it (the file-name rule applies to that name, as the
+loader applies it to the directory entry), and ``file``, the regular file it resolves to (what is
+read and loaded). Every other
 case runs in a worker process that has loaded the library (see worker.py), so the vendor's code
 never runs in the process that keeps the results.
 """
@@ -88,14 +91,14 @@ def _file_name(subject):
 @case("file.elf", "FILE-2", blocking=True)
 def _file_elf(subject):
     import loader
-    reason, detail = loader._core.check_elf_file(subject.path)
+    reason, detail = loader._core.check_elf_file(subject.file)
     if reason is not None:
         raise Failed(f"{reason}: {detail}")
 
 
 @case("file.entry-points", "FILE-3", blocking=True)
 def _file_entry_points(subject):
-    info = _elf(subject.path)
+    info = _elf(subject.file)
     missing = [name for name in ENTRY_POINTS if info.find(name) is None]
     if missing:
         mangled = [name for name in missing if info.find(MANGLED[name])]
@@ -109,7 +112,7 @@ def _file_entry_points(subject):
 
 @case("file.symbol-hygiene", "FILE-4")
 def _file_symbol_hygiene(subject):
-    info = _elf(subject.path)
+    info = _elf(subject.file)
     extra = sorted(s.name for s in info.exported() if s.name not in ENTRY_POINTS)
     if len(extra) > HYGIENE_LIMIT:
         raise Warning_(f"exports {len(extra)} symbols beyond the entry points (e.g. "
@@ -120,7 +123,7 @@ def _file_symbol_hygiene(subject):
 @case("file.dependencies", "FILE-5", blocking=True)
 def _file_dependencies(subject):
     from loader.dependencies import missing_dependencies
-    missing = missing_dependencies(subject.path)
+    missing = missing_dependencies(subject.file)
     if missing:
         raise Failed(f"needs {', '.join(missing)}, which the dynamic linker cannot find")
 

@@ -19,9 +19,10 @@ from conformance.expectations import Expectations, ExpectationsError
 
 
 def _backend_file(parser, path):
-    if not os.path.isfile(path):
-        parser.error(f"--backend {path}: no such file")
-    return os.path.abspath(path)
+    try:
+        return runner.check_backend_file(path)
+    except runner.BackendFileError as error:
+        parser.error(f"--backend {error}")
 
 
 def _run(parser, args) -> int:
@@ -70,7 +71,8 @@ def _info(parser, args) -> int:
     if args.json:
         print(json.dumps(info, indent=2))
         return 0
-    print(f"file          {backend}")
+    canonical = os.path.realpath(backend)
+    print(f"file          {backend}" + (f" -> {canonical}" if canonical != backend else ""))
     print(f"id            {info['id']}")
     print(f"version       {info['version']}")
     print(f"features      {', '.join(k for k, v in info['features'].items() if v) or 'none'}")

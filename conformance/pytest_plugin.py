@@ -80,8 +80,10 @@ def pytest_collection_modifyitems(session, config, items):
     backend_file = config.getoption("backend")
     if not backend_file:
         return
-    if not os.path.isfile(backend_file):
-        raise pytest.UsageError(f"--backend {backend_file}: no such file")
+    try:
+        runner.check_backend_file(backend_file)
+    except runner.BackendFileError as error:
+        raise pytest.UsageError(f"--backend {error}") from None
     state = _Session(backend_file, config.getoption("backend_timeout"))
     config._backend_conformance = state
     for case in runner.select_cases(None):

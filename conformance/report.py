@@ -49,8 +49,9 @@ def summary(run: Run, expectations=None) -> dict:
         cases.append(item)
     document = {
         "verdict": "conformant" if run.conformant else "not-conformant",
-        "backend": {"file": run.backend_file, "id": run.backend_id, "version": run.backend_version,
-                    "sha256": _sha256(run.backend_file)},
+        "backend": {"file": run.backend_file, "canonical": run.canonical or run.backend_file,
+                    "id": run.backend_id, "version": run.backend_version,
+                    "sha256": _sha256(run.canonical or run.backend_file)},
         "kit_version": KIT_VERSION,
         "api_version": str(loader.BACKEND_API_VERSION),
         "counts": counts(run),
@@ -73,7 +74,8 @@ def junit_xml(run: Run) -> bytes:
         "failures": str(c["FAIL"]), "errors": str(c["CRASH"] + c["TIMEOUT"] + c["ERROR"]),
         "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"]), "time": f"{run.seconds:.3f}"})
     properties = ElementTree.SubElement(suite, "properties")
-    for name, value in (("backend", run.backend_file), ("backend_id", run.backend_id or ""),
+    for name, value in (("backend", run.backend_file), ("canonical", run.canonical or run.backend_file),
+                        ("backend_id", run.backend_id or ""),
                         ("backend_version", run.backend_version or "")):
         ElementTree.SubElement(properties, "property", {"name": name, "value": value})
     for r in run.results:
@@ -129,7 +131,10 @@ def terminal_summary(run: Run, expectations=None) -> str:
     for r in run.results:
         if r.stage not in stages:
             stages.append(r.stage)
-    lines = ["", f"backend  {run.backend_file}",
+    shown = run.backend_file
+    if run.canonical and run.canonical != run.backend_file:
+        shown += f" -> {run.canonical}"
+    lines = ["", f"backend  {shown}",
              f"id       {run.backend_id or '?'}   Backend API {run.backend_version or '?'}", ""]
     header = f"{'stage':<12}" + "".join(f"{s:>14}" for s in STATUSES)
     lines.append(header)

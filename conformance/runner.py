@@ -7,6 +7,7 @@ import json
 import os
 import select
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -22,6 +23,28 @@ STATUSES = ("PASS", "WARNING", "NOT_SUPPORTED", "FAIL", "CRASH", "TIMEOUT", "ERR
 BREAKING = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
 DEFAULT_TIMEOUT = 10.0
 STARTUP_TIMEOUT = 60.0  # Python, NumPy and the loader importing on a busy machine
+
+
+class BackendFileError(ValueError):
+    """The backend file named by the user cannot be tested at all (missing, not a file)."""
+
+
+def check_backend_file(path: str) -> str:
+    """``path`` made absolute, after checking that it leads (through any symlinks) to a regular
+    file; raises BackendFileError naming the problem. The name itself is the kit's FILE-1 case."""
+    given = os.path.abspath(path)
+    try:
+        mode = os.stat(given).st_mode
+    except FileNotFoundError:
+        if os.path.islink(given):
+            raise BackendFileError(f"{path}: dangling symlink (-> {os.readlink(given)})") from None
+        raise BackendFileError(f"{path}: no such file") from None
+    except OSError as error:
+        raise BackendFileError(f"{path}: {error.strerror}") from None
+    if not stat.S_ISREG(mode):
+        kind = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise BackendFileError(f"{path}: {kind}")
+    return given
 
 
 @dataclass
@@ -40,7 +63,8 @@ class Result:
 class Run:
     """Everything one run found."""
 
-    backend_file: str
+    backend_file: str            # as the user gave it (absolute, symlinks kept)
+    canonical: str = ""          # the regular file it resolves to: what is read and loaded
     results: List[Result] = field(default_factory=list)
     blocked: List[Case] = field(default_factory=list)
     blocked_by: Optional[Result] = None
@@ -152,6 +176,7 @@ class Controller:
     def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT,
                  progress: Optional[Callable[[Result, int, int], None]] = None):
         self.backend_file = os.path.abspath(backend_file)
+        self.canonical = os.path.realpath(self.backend_file)
         self.timeout = timeout
         self.progress = progress
         self.worker: Optional[Worker] = None
@@ -169,7 +194,7 @@ class Controller:
     def _start_worker(self) -> Optional[Result]:
         """A worker with the library loaded, or the result that explains why there is none."""
         load_case = _cases.CASES["entry.load"]
-        self.worker = Worker(self.backend_file, self.log)
+        self.worker = Worker(self.canonical, self.log)
         try:
             event = self.worker.next_event(STARTUP_TIMEOUT)  # "loading": Python is up
             if event is not None:
@@ -197,7 +222,7 @@ class Controller:
 
     def _run_in_controller(self, case: Case) -> Result:
         try:
-            case.function(_FileSubject(self.backend_file))
+            case.function(_FileSubject(self.backend_file, self.canonical))
             return Result(case, "PASS")
         except _cases.Failed as error:
             return Result(case, "FAIL", str(error))
@@ -247,7 +272,7 @@ class Controller:
 
     def run(self, selected: Iterable[Case]) -> Run:
         started = time.monotonic()
-        run = Run(self.backend_file)
+        run = Run(self.backend_file, self.canonical)
         selected = list(selected)
         try:
             for index, case in enumerate(selected):
@@ -269,8 +294,9 @@ class Controller:
 
 
 class _FileSubject:
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, path, file):
+        self.path = path   # as given: the name the loader would check
+        self.file = file   # canonical: what is read
 
 
 def run_cases(backend_file: str, expression: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,

@@ -19,7 +19,7 @@ class Subject:
     """The library under test, as the cases see it."""
 
     def __init__(self, path):
-        self.path = path
+        self.path = self.file = path  # the canonical file: nothing here checks the name
         self.library = None
         self.load_failure = None
 

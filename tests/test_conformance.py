@@ -122,6 +122,63 @@ def test_the_controller_never_loads_the_library():
         assert os.path.realpath(path) not in maps.read()
 
 
+# -- a backend given through a symlink ----------------------------------------------------------
+
+@pytest.fixture
+def versioned_layout(tmp_path):
+    """The usual layout: Acme_Npu_backend.so -> Acme_Npu_backend.so.2 (the real file)."""
+    directory = tmp_path / "v"
+    directory.mkdir()
+    target = directory / "Acme_Npu_backend.so.2"
+    shutil.copyfile(reference_backend.LIBRARY_PATH, target)
+    link = directory / "Acme_Npu_backend.so"
+    link.symlink_to(target.name)
+    return link, target
+
+
+def test_a_backend_given_through_a_symlink_is_tested_like_the_file(versioned_layout):
+    link, target = versioned_layout
+    run = run_kit(str(link))
+    assert [(r.case.id, r.status, r.message) for r in run.results if r.status != "PASS"] == []
+    assert run.conformant
+    assert (run.backend_file, run.canonical) == (str(link), str(target))
+
+
+def test_the_name_rule_applies_to_the_name_given_not_to_the_target(tmp_path):
+    real = tmp_path / "libacme.so.2"
+    shutil.copyfile(reference_backend.LIBRARY_PATH, real)
+    good_name = tmp_path / "Acme_Npu_backend.so"
+    good_name.symlink_to(real)
+    bad_name = tmp_path / "acme-npu.so"
+    bad_name.symlink_to(good_name)
+    [passed] = run_kit(str(good_name), "file.name").results
+    [failed] = run_kit(str(bad_name), "file.name").results
+    assert (passed.status, failed.status) == ("PASS", "FAIL")
+    assert "acme-npu.so" in failed.message
+
+
+def test_the_cli_reports_the_path_given_and_the_canonical_file(versioned_layout, tmp_path):
+    link, target = versioned_layout
+    result = kit("run", "--backend", str(link), "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    backend = json.loads((tmp_path / "r.json").read_text())["backend"]
+    assert (backend["file"], backend["canonical"]) == (str(link), str(target))
+    assert f"{link} -> {target}" in result.stdout
+    info = kit("info", "--backend", str(link))
+    assert info.returncode == 0 and "CpuRef" in info.stdout, info.stderr
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: (d / "Acme_Npu_backend.so").symlink_to(d / "gone.so.2"), "dangling symlink"),
+    (lambda d: (d / "Acme_Npu_backend.so").mkdir(), "a directory"),
+])
+def test_a_backend_path_that_leads_to_no_file_is_a_usage_error(tmp_path, make, words):
+    make(tmp_path)
+    result = kit("run", "--backend", str(tmp_path / "Acme_Npu_backend.so"))
+    assert result.returncode == 2 and words in result.stderr
+    assert "Traceback" not in result.stderr
+
+
 # -- the command line -------------------------------------------------------------------------
 
 def kit(*args, cwd="/"):
