@@ -17,8 +17,22 @@ import yaml
 from conformance.runner import BREAKING, Run
 
 
+TOP_LEVEL_KEYS = ("expected_failures",)
+ENTRY_KEYS = ("case", "reason")
+
+
 class ExpectationsError(ValueError):
     """The expectations file is malformed."""
+
+
+def _refuse_unknown_keys(path, where, mapping, known):
+    """A misspelt key (``reasons:``, ``expected_failure:``) would silently change what is
+    expected: it is an error, as in a strict schema."""
+    unknown = [key for key in mapping if key not in known]
+    if unknown:
+        raise ExpectationsError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(repr(k) for k in unknown)} in {where} (allowed: "
+                                f"{', '.join(known)})")
 
 
 @dataclass(frozen=True)
@@ -47,12 +61,14 @@ class Expectations:
         items = document.get("expected_failures", []) if isinstance(document, dict) else None
         if not isinstance(items, list):
             raise ExpectationsError(f"{path}: expected a mapping with a list 'expected_failures'")
+        _refuse_unknown_keys(path, "the top level", document, TOP_LEVEL_KEYS)
         entries = []
         for index, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("case"), str) \
                     or not isinstance(item.get("reason"), str) or not item["reason"].strip():
                 raise ExpectationsError(f"{path}: entry {index + 1} needs 'case' and a non-empty "
                                         f"'reason'")
+            _refuse_unknown_keys(path, f"entry {index + 1}", item, ENTRY_KEYS)
             entries.append(Expectation(item["case"], item["reason"]))
         return cls(entries, all_case_ids)
 

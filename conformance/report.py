@@ -1,6 +1,5 @@
 """Reports of a run: the JSON summary, JUnit XML and the terminal summary."""
 import hashlib
-import os
 import shlex
 import sys
 from typing import Dict, Optional
@@ -175,7 +174,6 @@ def terminal_summary(run: Run, expectations=None) -> str:
 
 
 def write(path: str, data: bytes):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    """Write a report file; its directory must exist (it is never created)."""
     with open(path, "wb") as f:
         f.write(data)

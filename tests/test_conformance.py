@@ -255,6 +255,8 @@ def test_expectations_annotate_but_never_make_conformant(tmp_path):
     ("expected_failures: [{case: x}]", ["reason"]),
     ("[1, 2]", ["expected_failures"]),
     ("expected_failures: [", ["not valid YAML"]),
+    ("expected_failures: [{case: x, reason: y, reasons: z}]", ["unknown key 'reasons'", "entry 1"]),
+    ("expected_failure: [{case: x, reason: y}]", ["unknown key 'expected_failure'"]),
 ])
 def test_malformed_expectations_are_a_usage_error(tmp_path, content, words):
     (tmp_path / "e.yaml").write_text(content)
@@ -271,6 +273,67 @@ def test_malformed_expectations_are_a_usage_error(tmp_path, content, words):
                                                    "--timeout", "0"]])
 def test_usage_errors_exit_2(args):
     assert kit(*args).returncode == 2
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "-1", "ten", "1e9"])
+def test_a_timeout_that_is_not_a_finite_positive_number_is_a_usage_error(value):
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--timeout", value)
+    assert result.returncode == 2
+    assert "--timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit-xml"])
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(tmp_path, option):
+    for path, words in ((tmp_path, "is a directory"),
+                        (tmp_path / "missing" / "dir" / "r.json", "does not exist")):
+        result = kit("run", "--backend", reference_backend.LIBRARY_PATH, option, str(path))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert words in result.stderr and "Traceback" not in result.stderr
+        assert "CONFORMANT" not in result.stdout  # nothing ran
+    assert not (tmp_path / "missing").exists()  # never created
+
+
+def test_json_to_standard_output_leaves_the_summary_for_people_on_standard_error():
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--json", "-")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["verdict"] == "conformant"
+    assert "CONFORMANT" in result.stderr
+
+
+def test_a_report_that_cannot_be_written_after_the_run_exits_3(tmp_path, monkeypatch, capsys):
+    from conformance import cli, report
+
+    def disk_full(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "write", disk_full)
+    code = cli.main(["run", "--backend", reference_backend.LIBRARY_PATH, "-q", "-k", "file.name",
+                     "--json", str(tmp_path / "r.json")])
+    assert code == cli.EXIT_INTERNAL == 3
+    assert "No space left on device" in capsys.readouterr().err
+
+
+def test_an_internal_error_exits_3_with_its_trace(monkeypatch, capsys):
+    from conformance import cli, report
+
+    def broken(*args):
+        raise RuntimeError("planted bug")
+    monkeypatch.setattr(report, "terminal_summary", broken)
+    code = cli.main(["run", "--backend", reference_backend.LIBRARY_PATH, "-q", "-k", "file.name"])
+    err = capsys.readouterr().err
+    assert code == 3 and "internal error" in err and "RuntimeError: planted bug" in err
+
+
+@pytest.mark.parametrize("make_directory, words", [
+    (lambda tmp: "/proc/x", "cannot create /proc/x"),
+    (lambda tmp: str(tmp / "missing" / "acme"), "does not exist"),
+    (lambda tmp: (tmp / "file").write_text("x") and str(tmp / "file"), "not a directory"),
+])
+def test_init_refuses_a_directory_it_cannot_use(tmp_path, make_directory, words):
+    directory = make_directory(tmp_path)
+    result = kit("init", "--vendor", "Acme", "--name", "Npu", directory)
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "missing").exists()
 
 
 def test_list_names_every_case_and_its_requirement():
