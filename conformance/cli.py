@@ -113,19 +113,30 @@ def _run(parser, args) -> int:
     # With a report on standard output, everything meant for people goes to standard error.
     terminal = sys.stderr if STDOUT in (args.json, args.junit_xml) else sys.stdout
     progress = report.Progress(sys.stderr, quiet=args.quiet)
-    run = runner.Controller(backend, args.timeout, progress).run(selected)
+    run = runner.Controller(backend, args.timeout, progress).run(selected, args.k)
     if args.json:
-        _write_output("--json", args.json,
-                      json.dumps(report.summary(run, expectations), indent=2).encode() + b"\n")
+        document = report.summary(run, expectations, options=_options(args))
+        _write_output("--json", args.json, json.dumps(document, indent=2).encode() + b"\n")
     if args.junit_xml:
         _write_output("--junit-xml", args.junit_xml, report.junit_xml(run))
     terminal.write(report.terminal_summary(run, expectations))
     terminal.flush()
-    if run.conformant:
-        return EXIT_CONFORMANT
-    if args.exit_zero_on_expected and expectations.only_expected_failures(run):
-        return EXIT_CONFORMANT
-    return EXIT_NOT_CONFORMANT
+    return _exit_code(run, expectations if args.exit_zero_on_expected else None)
+
+
+def _exit_code(run, excusing_expectations) -> int:
+    """The table at the top of this module."""
+    if run.failed and not (excusing_expectations is not None
+                           and excusing_expectations.only_expected_failures(run)):
+        return EXIT_NOT_CONFORMANT
+    return EXIT_PARTIAL if run.partial else EXIT_CONFORMANT
+
+
+def _options(args) -> dict:
+    """The options of a run, as given, for the JSON summary."""
+    return {"k": args.k, "timeout": args.timeout, "expectations": args.expectations,
+            "exit_zero_on_expected": args.exit_zero_on_expected, "json": args.json,
+            "junit_xml": args.junit_xml}
 
 
 def _list(parser, args) -> int:

@@ -1,13 +1,16 @@
 """Reports of a run: the JSON summary, JUnit XML and the terminal summary."""
+import datetime
 import hashlib
+import platform
 import shlex
 import sys
 from typing import Dict, Optional
 from xml.etree import ElementTree
 
+import conformance
 from conformance.runner import BREAKING, STATUSES, Result, Run
 
-KIT_VERSION = "0.1.0"
+KIT_VERSION = conformance.__version__
 
 
 def reproduce_command(run: Run, case_id: str) -> str:
@@ -34,8 +37,27 @@ def counts(run: Run) -> Dict[str, int]:
     return result
 
 
-def summary(run: Run, expectations=None) -> dict:
-    """The JSON summary."""
+def _utc(timestamp: float) -> Optional[str]:
+    if not timestamp:
+        return None
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def platform_info() -> dict:
+    libc, libc_version = platform.libc_ver()
+    return {"system": platform.system(), "release": platform.release(),
+            "machine": platform.machine(), "python": platform.python_version(),
+            "libc": f"{libc} {libc_version}".strip() or None}
+
+
+def selection(run: Run) -> dict:
+    return {"k": run.selection, "selected": len(run.selected), "total": run.total_cases}
+
+
+def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict:
+    """The JSON summary: the contract's keys (verdict, backend, cases) and what makes a run
+    reproducible (selection, options, versions, platform, time)."""
     import loader
     cases = []
     for r in run.results:
@@ -47,12 +69,18 @@ def summary(run: Run, expectations=None) -> dict:
             item["expected_failure"] = expectations.reason_for(r.case.id)
         cases.append(item)
     document = {
-        "verdict": "conformant" if run.conformant else "not-conformant",
+        "verdict": run.verdict,
+        "partial": run.partial,
+        "selection": selection(run),
         "backend": {"file": run.backend_file, "canonical": run.canonical or run.backend_file,
                     "id": run.backend_id, "version": run.backend_version,
                     "sha256": _sha256(run.canonical or run.backend_file)},
         "kit_version": KIT_VERSION,
         "api_version": str(loader.BACKEND_API_VERSION),
+        "options": options or {},
+        "platform": platform_info(),
+        "started": _utc(run.started),
+        "finished": _utc(run.finished),
         "counts": counts(run),
         "duration_seconds": round(run.seconds, 3),
         "cases": cases,
@@ -75,7 +103,8 @@ def junit_xml(run: Run) -> bytes:
     properties = ElementTree.SubElement(suite, "properties")
     for name, value in (("backend", run.backend_file), ("canonical", run.canonical or run.backend_file),
                         ("backend_id", run.backend_id or ""),
-                        ("backend_version", run.backend_version or "")):
+                        ("backend_version", run.backend_version or ""), ("verdict", run.verdict),
+                        ("selection", run.selection or ""), ("kit_version", KIT_VERSION)):
         ElementTree.SubElement(properties, "property", {"name": name, "value": value})
     for r in run.results:
         case = ElementTree.SubElement(suite, "testcase", {
@@ -167,10 +196,20 @@ def terminal_summary(run: Run, expectations=None) -> str:
             lines.append(f"  unexpected pass: {finding} is listed as an expected failure")
         for entry in findings["unmatched"]:
             lines.append(f"  expectations entry {entry!r} matches no case")
-    verdict = "CONFORMANT" if run.conformant else "NOT CONFORMANT"
-    lines += ["", f"{verdict}  ({len(run.results)} run, {c['BLOCKED']} blocked, "
-                  f"{run.seconds:.2f} s)"]
+    lines += ["", verdict_line(run)]
     return "\n".join(lines) + "\n"
+
+
+def verdict_line(run: Run) -> str:
+    counted = f"{len(run.results)} run, {len(run.blocked)} blocked, {run.seconds:.2f} s"
+    partial = (f"PARTIAL RUN: {len(run.selected)} of {run.total_cases} cases"
+               + (f", -k {run.selection!r}" if run.selection else ""))
+    if run.verdict == "conformant":
+        return f"CONFORMANT  ({counted})"
+    if run.verdict == "partial":
+        return (f"PASSED ({partial})  ({counted})\n"
+                f"Not a conformance verdict: only a run of every case (no -k) says CONFORMANT.")
+    return f"NOT CONFORMANT  ({counted}" + (f"; {partial})" if run.partial else ")")
 
 
 def write(path: str, data: bytes):

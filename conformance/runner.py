@@ -71,10 +71,33 @@ class Run:
     backend_id: Optional[str] = None
     backend_version: Optional[str] = None
     seconds: float = 0.0
+    selection: Optional[str] = None       # the -k expression, None for every case
+    selected: List[str] = field(default_factory=list)  # ids of the cases asked for, in order
+    total_cases: int = 0                  # cases in the whole kit
+    started: float = 0.0                  # wall-clock times (time.time())
+    finished: float = 0.0
+
+    @property
+    def failed(self) -> bool:
+        """Something broke: the backend is not conformant, whatever else did not run."""
+        return bool(self.blocked) or any(r.status in BREAKING for r in self.results)
+
+    @property
+    def partial(self) -> bool:
+        """Not every case of the kit was asked for: passing says nothing about conformance."""
+        return len(set(self.selected)) < self.total_cases
+
+    @property
+    def verdict(self) -> str:
+        """``not-conformant``, ``partial`` (no failure, but not every case ran) or
+        ``conformant``."""
+        if self.failed:
+            return "not-conformant"
+        return "partial" if self.partial else "conformant"
 
     @property
     def conformant(self) -> bool:
-        return not self.blocked and all(r.status not in BREAKING for r in self.results)
+        return self.verdict == "conformant"
 
 
 def select_cases(expression: Optional[str]) -> List[Case]:
@@ -270,10 +293,13 @@ class Controller:
         self._stop_worker()
         self.log.close()
 
-    def run(self, selected: Iterable[Case]) -> Run:
+    def run(self, selected: Iterable[Case], selection: Optional[str] = None) -> Run:
+        """Run ``selected`` (chosen by the -k expression ``selection``) in order."""
         started = time.monotonic()
-        run = Run(self.backend_file, self.canonical)
         selected = list(selected)
+        run = Run(self.backend_file, self.canonical, selection=selection,
+                  selected=[c.id for c in selected], total_cases=len(_cases.CASES),
+                  started=time.time())
         try:
             for index, case in enumerate(selected):
                 if run.blocked_by is not None:
@@ -290,6 +316,7 @@ class Controller:
         if self.identity:
             run.backend_id, run.backend_version = self.identity["id"], self.identity["version"]
         run.seconds = time.monotonic() - started
+        run.finished = time.time()
         return run
 
 
@@ -301,4 +328,4 @@ class _FileSubject:
 
 def run_cases(backend_file: str, expression: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
               progress=None) -> Run:
-    return Controller(backend_file, timeout, progress).run(select_cases(expression))
+    return Controller(backend_file, timeout, progress).run(select_cases(expression), expression)

@@ -10,6 +10,7 @@ from xml.etree import ElementTree
 
 import pytest
 
+import loader
 import mock_backends
 import reference_backend
 from conformance import cases, runner
@@ -199,9 +200,51 @@ def test_run_reports_json_and_junit(tmp_path):
     for case in summary["cases"]:
         assert set(case) >= {"id", "requirement", "status", "stage", "message"}
         assert case["requirement"] in REQUIREMENTS
+    assert summary["partial"] is False
+    assert summary["selection"] == {"k": None, "selected": len(cases.CASES), "total": len(cases.CASES)}
+    assert summary["options"]["timeout"] == runner.DEFAULT_TIMEOUT
+    assert summary["kit_version"] and summary["api_version"] == str(loader.BACKEND_API_VERSION)
+    assert summary["platform"]["machine"] and summary["platform"]["python"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", summary["started"])
     suite = ElementTree.parse(tmp_path / "r.xml").getroot()
     assert suite.get("failures") == "0" and suite.get("errors") == "0"
     assert len(suite.findall("testcase")) == len(cases.CASES)
+
+
+# -- partial runs -----------------------------------------------------------------------------
+
+def test_a_subset_that_passes_is_a_partial_run_never_conformant():
+    run = run_kit(reference_backend.LIBRARY_PATH, "file,entry")
+    assert all(r.status == "PASS" for r in run.results)
+    assert run.partial and run.verdict == "partial" and not run.conformant
+
+
+def test_a_selection_that_covers_every_case_is_a_full_run():
+    run = run_kit(reference_backend.LIBRARY_PATH, "not no-such-case")
+    assert not run.partial and run.verdict == "conformant"
+
+
+def test_the_cli_gives_a_partial_run_its_own_verdict_exit_code_and_record(tmp_path):
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "-k", "file",
+                 "--json", str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml"))
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert f"PASSED (PARTIAL RUN: 5 of {len(cases.CASES)} cases, -k 'file')" in result.stdout
+    assert not any(line.startswith("CONFORMANT") for line in result.stdout.splitlines())
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("partial", True)
+    assert summary["selection"] == {"k": "file", "selected": 5, "total": len(cases.CASES)}
+    assert summary["options"]["k"] == "file"
+    properties = {p.get("name"): p.get("value")
+                  for p in ElementTree.parse(tmp_path / "r.xml").getroot().iter("property")}
+    assert (properties["verdict"], properties["selection"]) == ("partial", "file")
+
+
+def test_a_failure_in_a_partial_run_is_not_conformant(tmp_path):
+    result = kit("run", "--backend", mock_backends.path("wrong_convolution"), "-k", "conv-valid",
+                 "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("not-conformant", True)
 
 
 def test_a_failure_comes_with_a_command_that_reproduces_it(tmp_path):
