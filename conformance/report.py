@@ -127,24 +127,35 @@ def junit_xml(run: Run) -> bytes:
 
 
 class Progress:
-    """One line that rewrites itself on a terminal; non-passes are printed as they happen."""
+    """Progress on a stream (standard error). Each case is announced when it starts, so during a
+    hang the last line names the case that hangs. On a terminal one line rewrites itself; in a
+    log (not a terminal: CI) each case gets a plain line. Anything but a pass or a "not
+    supported" is printed as it happens."""
 
     def __init__(self, stream=sys.stderr, quiet=False):
         self.stream = stream
         self.quiet = quiet
         self.tty = stream.isatty()
 
-    def __call__(self, result: Result, done: int, total: int):
+    def started(self, case, index: int, total: int):
+        if self.quiet:
+            return
+        counter = f"[{index:>{len(str(total))}}/{total}]"
+        if self.tty:
+            self.stream.write(f"\r\x1b[K{counter} {case.id}")
+        else:
+            self.stream.write(f"{counter} {case.id}\n")
+        self.stream.flush()
+
+    def finished(self, result: Result, index: int, total: int):
         if self.quiet:
             return
         if result.status in BREAKING or result.status == "WARNING":
             if self.tty:
                 self.stream.write("\r\x1b[K")
             self.stream.write(f"{result.status:<8} {result.case.id}: {_first_line(result.message)}\n")
-        if self.tty:
-            self.stream.write(f"\r\x1b[K[{done}/{total}] {result.case.id}")
-            if done == total:
-                self.stream.write("\r\x1b[K")
+        if self.tty and index == total:
+            self.stream.write("\r\x1b[K")
         self.stream.flush()
 
 

@@ -13,7 +13,7 @@ import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, List, Optional
+from typing import Iterable, List, Optional
 
 from conformance import cases as _cases
 from conformance.cases import Case
@@ -196,8 +196,9 @@ class Worker:
 class Controller:
     """Runs cases against one backend file with crash isolation."""
 
-    def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT,
-                 progress: Optional[Callable[[Result, int, int], None]] = None):
+    def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT, progress=None):
+        """``progress``, if given, has ``started(case, index, total)``, called before a case
+        runs, and ``finished(result, index, total)`` (report.Progress)."""
         self.backend_file = os.path.abspath(backend_file)
         self.canonical = os.path.realpath(self.backend_file)
         self.timeout = timeout
@@ -305,10 +306,12 @@ class Controller:
                 if run.blocked_by is not None:
                     run.blocked.append(case)
                     continue
+                if self.progress:
+                    self.progress.started(case, index + 1, len(selected))
                 result = self.run_one(case)
                 run.results.append(result)
                 if self.progress:
-                    self.progress(result, index + 1, len(selected))
+                    self.progress.finished(result, index + 1, len(selected))
                 if case.blocking and result.status in BREAKING:
                     run.blocked_by = result
         finally:

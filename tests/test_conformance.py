@@ -211,6 +211,48 @@ def test_run_reports_json_and_junit(tmp_path):
     assert len(suite.findall("testcase")) == len(cases.CASES)
 
 
+# -- progress -----------------------------------------------------------------------------------
+
+def test_progress_in_a_log_names_each_case_as_it_starts_so_a_hang_shows_where():
+    """Standard error is a pipe, as in CI: each case still gets a line, written before the case
+    runs, so while the factory hangs the last line names entry.factory."""
+    process = subprocess.Popen(
+        ["backend-conformance", "run", "--backend", mock_backends.path("hang_in_factory"),
+         "--timeout", "6"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.split()[-1:] == ["entry.factory"]:
+                assert process.poll() is None, "the line came only after the case"
+                break
+        assert lines[0] == f"[ 1/{len(cases.CASES)}] file.name", lines
+        assert [line.split()[-1] for line in lines[:4]] == [
+            "file.name", "file.elf", "file.entry-points", "file.symbol-hygiene"]
+        assert "entry.factory" in lines[-1]
+        rest = process.stderr.read()
+        assert "TIMEOUT  entry.factory" in rest
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == 1
+
+
+def test_progress_on_a_terminal_rewrites_one_line_announcing_the_case_that_starts():
+    import io
+    from conformance import report
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    stream = Terminal()
+    progress = report.Progress(stream)
+    case = cases.CASES["entry.factory"]
+    progress.started(case, 5, 55)
+    assert stream.getvalue() == "\r\x1b[K[ 5/55] entry.factory"
+    progress.finished(runner.Result(case, "TIMEOUT", "no answer"), 5, 55)
+    assert stream.getvalue().endswith("\r\x1b[KTIMEOUT  entry.factory: no answer\n")
+
+
 # -- partial runs -----------------------------------------------------------------------------
 
 def test_a_subset_that_passes_is_a_partial_run_never_conformant():
