@@ -20,6 +20,7 @@ import argparse
 import json
 import math
 import os
+import signal
 import sys
 import traceback
 from typing import List, Optional
@@ -114,6 +115,8 @@ def _run(parser, args) -> int:
     terminal = sys.stderr if STDOUT in (args.json, args.junit_xml) else sys.stdout
     progress = report.Progress(sys.stderr, quiet=args.quiet)
     run = runner.Controller(backend, args.timeout, progress).run(selected, args.k)
+    if run.interrupted is not None:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not lose the reports
     if args.json:
         document = report.summary(run, expectations, options=_options(args))
         _write_output("--json", args.json, json.dumps(document, indent=2).encode() + b"\n")
@@ -126,6 +129,8 @@ def _run(parser, args) -> int:
 
 def _exit_code(run, excusing_expectations) -> int:
     """The table at the top of this module."""
+    if run.interrupted is not None:
+        return EXIT_INTERRUPTED
     if run.failed and not (excusing_expectations is not None
                            and excusing_expectations.only_expected_failures(run)):
         return EXIT_NOT_CONFORMANT

@@ -85,10 +85,14 @@ def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict
         "duration_seconds": round(run.seconds, 3),
         "cases": cases,
         "blocked": None,
+        "interrupted": None,
     }
     if run.blocked:
         document["blocked"] = {"by": run.blocked_by.case.id, "reason": run.blocked_by.message,
                                "cases": [c.id for c in run.blocked]}
+    if run.interrupted is not None:
+        document["interrupted"] = {"during": run.interrupted.id,
+                                   "not_run": [c.id for c in run.not_run]}
     if expectations is not None:
         document["expectations"] = expectations.findings(run)
     return document
@@ -97,14 +101,17 @@ def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict
 def junit_xml(run: Run) -> bytes:
     c = counts(run)
     suite = ElementTree.Element("testsuite", {
-        "name": "backend-conformance", "tests": str(len(run.results) + len(run.blocked)),
+        "name": "backend-conformance",
+        "tests": str(len(run.results) + len(run.blocked) + len(run.not_run)),
         "failures": str(c["FAIL"]), "errors": str(c["CRASH"] + c["TIMEOUT"] + c["ERROR"]),
-        "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"]), "time": f"{run.seconds:.3f}"})
+        "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"] + len(run.not_run)),
+        "time": f"{run.seconds:.3f}"})
     properties = ElementTree.SubElement(suite, "properties")
     for name, value in (("backend", run.backend_file), ("canonical", run.canonical or run.backend_file),
                         ("backend_id", run.backend_id or ""),
                         ("backend_version", run.backend_version or ""), ("verdict", run.verdict),
-                        ("selection", run.selection or ""), ("kit_version", KIT_VERSION)):
+                        ("selection", run.selection or ""), ("kit_version", KIT_VERSION),
+                        ("interrupted", run.interrupted.id if run.interrupted else "")):
         ElementTree.SubElement(properties, "property", {"name": name, "value": value})
     for r in run.results:
         case = ElementTree.SubElement(suite, "testcase", {
@@ -123,6 +130,10 @@ def junit_xml(run: Run) -> bytes:
             "classname": f"conformance.{blocked.stage}", "name": blocked.id, "time": "0"})
         ElementTree.SubElement(case, "skipped", {
             "message": f"blocked: {run.blocked_by.case.id} failed ({run.blocked_by.status})"})
+    for not_run in run.not_run:
+        case = ElementTree.SubElement(suite, "testcase", {
+            "classname": f"conformance.{not_run.stage}", "name": not_run.id, "time": "0"})
+        ElementTree.SubElement(case, "skipped", {"message": "not run: the run was interrupted"})
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
@@ -207,14 +218,18 @@ def terminal_summary(run: Run, expectations=None) -> str:
             lines.append(f"  unexpected pass: {finding} is listed as an expected failure")
         for entry in findings["unmatched"]:
             lines.append(f"  expectations entry {entry!r} matches no case")
+    if run.interrupted is not None:
+        lines += ["", f"INTERRUPTED during {run.interrupted.id}: {len(run.not_run)} cases not run"]
     lines += ["", verdict_line(run)]
     return "\n".join(lines) + "\n"
 
 
 def verdict_line(run: Run) -> str:
     counted = f"{len(run.results)} run, {len(run.blocked)} blocked, {run.seconds:.2f} s"
-    partial = (f"PARTIAL RUN: {len(run.selected)} of {run.total_cases} cases"
-               + (f", -k {run.selection!r}" if run.selection else ""))
+    ran = len(run.selected) - len(run.not_run)
+    partial = (f"PARTIAL RUN: {ran} of {run.total_cases} cases"
+               + (f", -k {run.selection!r}" if run.selection else "")
+               + (", interrupted" if run.interrupted else ""))
     if run.verdict == "conformant":
         return f"CONFORMANT  ({counted})"
     if run.verdict == "partial":

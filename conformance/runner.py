@@ -76,6 +76,8 @@ class Run:
     total_cases: int = 0                  # cases in the whole kit
     started: float = 0.0                  # wall-clock times (time.time())
     finished: float = 0.0
+    interrupted: Optional[Case] = None    # the case that was running at Ctrl-C
+    not_run: List[Case] = field(default_factory=list)  # after an interruption, that case on
 
     @property
     def failed(self) -> bool:
@@ -84,8 +86,9 @@ class Run:
 
     @property
     def partial(self) -> bool:
-        """Not every case of the kit was asked for: passing says nothing about conformance."""
-        return len(set(self.selected)) < self.total_cases
+        """Not every case of the kit was asked for, or the run was interrupted: passing says
+        nothing about conformance."""
+        return self.interrupted is not None or len(set(self.selected)) < self.total_cases
 
     @property
     def verdict(self) -> str:
@@ -301,6 +304,7 @@ class Controller:
         run = Run(self.backend_file, self.canonical, selection=selection,
                   selected=[c.id for c in selected], total_cases=len(_cases.CASES),
                   started=time.time())
+        index = 0
         try:
             for index, case in enumerate(selected):
                 if run.blocked_by is not None:
@@ -314,6 +318,13 @@ class Controller:
                     self.progress.finished(result, index + 1, len(selected))
                 if case.blocking and result.status in BREAKING:
                     run.blocked_by = result
+        except KeyboardInterrupt:
+            # Ctrl-C: keep what ran, so the caller can still write its reports.
+            if self.worker is not None:
+                self.worker.kill()
+            finished = {r.case.id for r in run.results} | {c.id for c in run.blocked}
+            run.not_run = [c for c in selected[index:] if c.id not in finished]
+            run.interrupted = run.not_run[0] if run.not_run else selected[index]
         finally:
             self.close()
         if self.identity:

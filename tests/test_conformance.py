@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from xml.etree import ElementTree
 
 import pytest
@@ -251,6 +252,51 @@ def test_progress_on_a_terminal_rewrites_one_line_announcing_the_case_that_start
     assert stream.getvalue() == "\r\x1b[K[ 5/55] entry.factory"
     progress.finished(runner.Result(case, "TIMEOUT", "no answer"), 5, 55)
     assert stream.getvalue().endswith("\r\x1b[KTIMEOUT  entry.factory: no answer\n")
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+
+def _worker_processes(backend_path):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                arguments = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"conformance.worker" in arguments and os.fsencode(backend_path) in arguments:
+            found.append(int(pid))
+    return found
+
+
+def test_ctrl_c_writes_the_partial_reports_and_exits_130(tmp_path):
+    import signal
+    path = mock_backends.path("hang_in_factory")
+    process = subprocess.Popen(
+        ["backend-conformance", "run", "--backend", path, "--timeout", "120",
+         "--json", str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        for line in process.stderr:
+            if line.split()[-1:] == ["entry.factory"]:
+                break
+        time.sleep(0.5)  # the worker is inside BackendFactory, which never returns
+        process.send_signal(signal.SIGINT)
+        stdout, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert "INTERRUPTED during entry.factory" in stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("partial", True)
+    assert summary["interrupted"]["during"] == "entry.factory"
+    assert len(summary["interrupted"]["not_run"]) == len(cases.CASES) - len(summary["cases"])
+    assert [c["status"] for c in summary["cases"]] == ["PASS"] * len(summary["cases"])
+    assert summary["cases"][-1]["id"] == "entry.version"
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert len(suite.findall("testcase")) == len(cases.CASES)
+    assert not _worker_processes(os.path.realpath(path)), "the hanging worker was left behind"
 
 
 # -- partial runs -----------------------------------------------------------------------------
