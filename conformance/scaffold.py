@@ -1,4 +1,7 @@
-"""``backend-conformance init``: a minimal backend and Makefile that pass the kit as written."""
+"""``backend-conformance init``: a minimal backend and Makefile that pass the kit as written.
+
+The Makefile records where this installation keeps ``backend_api.h``, so building needs no
+Python (and no active environment); it can be pointed elsewhere with BACKEND_API_INCLUDE."""
 import os
 import re
 from typing import List
@@ -17,7 +20,9 @@ def write(directory: str, vendor: str, name: str) -> List[str]:
         if not _FIELD.fullmatch(value):
             raise ValueError(f"--{label} {value!r}: only ASCII letters and digits are allowed")
     _make_directory(directory)
-    values = {"@VENDOR@": vendor, "@ID@": f"{vendor}{name}", "@LIBRARY@": library_name(vendor, name)}
+    import loader
+    values = {"@VENDOR@": vendor, "@ID@": f"{vendor}{name}", "@LIBRARY@": library_name(vendor, name),
+              "@INCLUDE@": loader.get_include()}
     written = []
     for source, target in (("backend.c.in", "backend.c"), ("Makefile.in", "Makefile")):
         path = os.path.join(directory, target)

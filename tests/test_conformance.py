@@ -522,6 +522,26 @@ def test_init_writes_a_backend_that_passes_out_of_the_box(tmp_path):
     assert kit("init", "--vendor", "Ac-me", "--name", "Npu", str(tmp_path / "x")).returncode == 2
 
 
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
+                    reason="needs make and a C compiler")
+def test_the_generated_makefile_builds_outside_the_environment_and_fails_clearly(tmp_path):
+    directory = tmp_path / "acme"
+    assert kit("init", "--vendor", "Acme", "--name", "Npu", str(directory)).returncode == 0
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no virtualenv, no loader
+    build = subprocess.run(["make", "-C", str(directory)], capture_output=True, text=True, env=bare)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "Traceback" not in build.stderr
+    assert (directory / "Acme_Npu_backend.so").is_file()
+    wrong = subprocess.run(["make", "-C", str(directory), "-B", "BACKEND_API_INCLUDE=/nonexistent"],
+                           capture_output=True, text=True, env=bare)
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    assert "backend_api.h is not in BACKEND_API_INCLUDE=/nonexistent" in wrong.stderr
+    check = subprocess.run(["make", "-C", str(directory), "check",
+                            "BACKEND_CONFORMANCE=no-such-kit-command"],
+                           capture_output=True, text=True, env=bare)
+    assert check.returncode != 0 and "no-such-kit-command is not on PATH" in check.stderr
+
+
 def test_requirements_document_and_table_agree():
     document = os.path.join(os.path.dirname(cases.__file__), "REQUIREMENTS.md")
     if not os.path.exists(document):
