@@ -491,18 +491,79 @@ def test_module_entry_point():
 
 # -- the pytest plugin ------------------------------------------------------------------------
 
-def test_pytest_backend_runs_the_same_cases(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "--backend", mock_backends.path("wrong_convolution"), "-k", "conv"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+def pytest_in(directory, *args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, cwd=directory, timeout=300)
+
+
+def test_pytest_runs_the_same_cases(tmp_path):
+    result = pytest_in(tmp_path, "-q", f"--conformance-backend={mock_backends.path('wrong_convolution')}",
+                       "-k", "conv")
     assert result.returncode == 1
     assert "FAIL layers.conv-valid (LAYER-1" in result.stdout
     assert "reproduce: backend-conformance run" in result.stdout
-    ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                         "--backend", reference_backend.LIBRARY_PATH], capture_output=True,
-                        text=True, cwd=tmp_path, timeout=300)
+    ok = pytest_in(tmp_path, "-q", f"--conformance-backend={reference_backend.LIBRARY_PATH}")
     assert ok.returncode == 0, ok.stdout
     assert f"{len(cases.CASES)} passed" in ok.stdout
+
+
+@pytest.fixture
+def suite_with_its_own_backend_option(tmp_path):
+    """Someone else's test suite, with a --backend option of its own."""
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--backend', default='cpu', help='which device to test')\n")
+    (tmp_path / "test_device.py").write_text(
+        "def test_device(request):\n"
+        "    assert request.config.getoption('backend') == 'gpu'\n")
+    return tmp_path
+
+
+def test_a_suite_that_defines_its_own_backend_option_is_left_alone(suite_with_its_own_backend_option):
+    result = pytest_in(suite_with_its_own_backend_option, "-q", "--backend", "gpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    assert "deprecated" not in result.stdout + result.stderr
+
+
+def test_the_namespaced_option_runs_beside_a_suite_own_backend_option(suite_with_its_own_backend_option,
+                                                                       tmp_path):
+    link = tmp_path / "Acme_Npu_backend.so"  # through a symlink, as vendors install them
+    link.symlink_to(reference_backend.LIBRARY_PATH)
+    result = pytest_in(suite_with_its_own_backend_option, "-rA", "--backend", "gpu",
+                       f"--conformance-backend={link}", "-k", "device or file.",
+                       f"--junit-xml={tmp_path / 'j.xml'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # counted like any other items: collected, then deselected and selected
+    assert f"collected {len(cases.CASES) + 1} items / {len(cases.CASES) - 5} deselected / " \
+           f"6 selected" in result.stdout
+    assert f"backend-conformance: {link} -> {reference_backend.LIBRARY_PATH}" in result.stdout
+    assert "PASSED Acme_Npu_backend.so::file.elf" in result.stdout
+    assert "::file" not in result.stdout.replace("Acme_Npu_backend.so::file", "")
+    assert ".." not in "".join(line for line in result.stdout.splitlines() if "PASSED" in line)
+    classnames = {case.get("name"): case.get("classname")
+                  for case in ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert classnames == {"test_device": "test_device", **{
+        case_id: "Acme_Npu_backend.so" for case_id in cases.CASES if case_id.startswith("file.")}}
+
+
+def test_the_former_backend_option_still_works_with_a_deprecation_warning(tmp_path):
+    result = pytest_in(tmp_path, "-q", "--backend", reference_backend.LIBRARY_PATH, "-k", "file.")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout
+    assert "--backend is deprecated: use --conformance-backend" in result.stdout
+
+
+def test_the_plugin_can_be_kept_out_of_a_session(tmp_path):
+    result = pytest_in(tmp_path, "-p", "no:backend_conformance",
+                       f"--conformance-backend={reference_backend.LIBRARY_PATH}")
+    assert result.returncode == 4  # pytest: usage error
+    assert "unrecognized arguments: --conformance-backend" in result.stderr
+
+
+def test_pytest_refuses_a_backend_that_is_not_a_file(tmp_path):
+    result = pytest_in(tmp_path, f"--conformance-backend={tmp_path}")
+    assert result.returncode == 4 and "a directory" in result.stderr
 
 
 # -- onboarding -------------------------------------------------------------------------------
