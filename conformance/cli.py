@@ -1,7 +1,8 @@
 """``backend-conformance``: validate a prebuilt backend shared object.
 
     backend-conformance run --backend FILE.so [--json F|-] [--junit-xml F|-] [-k EXPR]
-                            [--expectations F [--exit-zero-on-expected]] [--timeout S] [-q]
+                            [--expectations F [--exit-zero-on-expected]] [--timeout S]
+                            [--in-process] [-q]
     backend-conformance list [-k EXPR]
     backend-conformance info --backend FILE.so [--json]
     backend-conformance init --vendor V --name N DIR
@@ -114,7 +115,7 @@ def _run(parser, args) -> int:
     # With a report on standard output, everything meant for people goes to standard error.
     terminal = sys.stderr if STDOUT in (args.json, args.junit_xml) else sys.stdout
     progress = report.Progress(sys.stderr, quiet=args.quiet)
-    run = runner.Controller(backend, args.timeout, progress).run(selected, args.k)
+    run = runner.Controller(backend, args.timeout, progress, args.in_process).run(selected, args.k)
     if run.interrupted is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not lose the reports
     if args.json:
@@ -140,7 +141,8 @@ def _exit_code(run, excusing_expectations) -> int:
 def _options(args) -> dict:
     """The options of a run, as given, for the JSON summary."""
     return {"k": args.k, "timeout": args.timeout, "expectations": args.expectations,
-            "exit_zero_on_expected": args.exit_zero_on_expected, "json": args.json,
+            "exit_zero_on_expected": args.exit_zero_on_expected, "in_process": args.in_process,
+            "json": args.json,
             "junit_xml": args.junit_xml}
 
 
@@ -209,6 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_seconds, default=runner.DEFAULT_TIMEOUT, metavar="S",
                      help=f"seconds a case may take before it is a TIMEOUT "
                           f"(default {runner.DEFAULT_TIMEOUT:g})")
+    run.add_argument("--in-process", action="store_true",
+                     help="run the cases in this process, without isolation or timeout, to debug "
+                          "one under gdb, valgrind or ASan (a crash ends the kit)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     run.set_defaults(handler=_run)
 

@@ -75,6 +75,14 @@ class Expectations:
     def reason_for(self, case_id: str) -> Optional[str]:
         return next((e.reason for e in self.entries if e.matches(case_id)), None)
 
+    def reason_for_result(self, result) -> Optional[str]:
+        """The reason a failure is expected: its case is listed, or it is a consequence of a
+        listed case (an expectation for a root cause covers what it breaks later)."""
+        reason = self.reason_for(result.case.id)
+        if reason is None and result.consequence_of:
+            reason = self.reason_for(result.consequence_of)
+        return reason
+
     def findings(self, run: Run) -> dict:
         unexpected = [r.case.id for r in run.results
                       if r.status not in BREAKING and r.status != "NOT_SUPPORTED"
@@ -82,12 +90,12 @@ class Expectations:
         unmatched = [e.case for e in self.entries
                      if not any(e.matches(case_id) for case_id in self.all_case_ids)]
         unexpected_failures = [r.case.id for r in run.results
-                               if r.status in BREAKING and not self.reason_for(r.case.id)]
+                               if r.status in BREAKING and not self.reason_for_result(r)]
         return {"unexpected_passes": unexpected, "unmatched": unmatched,
                 "unexpected_failures": unexpected_failures}
 
     def only_expected_failures(self, run: Run) -> bool:
         """Whether every failure of the run is listed (and nothing was blocked unexpectedly)."""
-        if run.blocked and not self.reason_for(run.blocked_by.case.id):
+        if run.blocked and not self.reason_for_result(run.blocked_by):
             return False
         return not self.findings(run)["unexpected_failures"]

@@ -65,8 +65,12 @@ def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict
                 "stage": r.stage, "message": r.message, "seconds": round(r.seconds, 4)}
         if r.status not in ("PASS", "NOT_SUPPORTED"):
             item["reproduce"] = reproduce_command(run, r.case.id)
+        if r.status in BREAKING:
+            item.update(call=r.call, layer=r.layer, consequence_of=r.consequence_of)
+        if r.output:
+            item["output"] = r.output
         if expectations is not None:
-            item["expected_failure"] = expectations.reason_for(r.case.id)
+            item["expected_failure"] = expectations.reason_for_result(r)
         cases.append(item)
     document = {
         "verdict": run.verdict,
@@ -117,6 +121,8 @@ def junit_xml(run: Run) -> bytes:
         case = ElementTree.SubElement(suite, "testcase", {
             "classname": f"conformance.{r.stage}", "name": r.case.id, "time": f"{r.seconds:.4f}"})
         text = f"{r.case.requirement}: {r.message}\nreproduce: {reproduce_command(run, r.case.id)}"
+        if r.output:
+            text += f"\nthe worker's last output:\n{r.output}"
         if r.status == "FAIL":
             ElementTree.SubElement(case, "failure", {"message": r.message[:500], "type": "FAIL"}).text = text
         elif r.status in ("CRASH", "TIMEOUT", "ERROR"):
@@ -195,15 +201,9 @@ def terminal_summary(run: Run, expectations=None) -> str:
                 row[r.status] += 1
         lines.append(f"{stage:<12}" + "".join(f"{row[s] or '.':>14}" for s in STATUSES))
     lines.append(f"{'total':<12}" + "".join(f"{c[s]:>14}" for s in STATUSES))
-    problems = [r for r in run.results if r.status in BREAKING]
-    if problems:
-        lines += ["", "Failures (each line ends with the command that reproduces it):"]
-        for r in problems:
-            expected = expectations.reason_for(r.case.id) if expectations else None
-            note = f" [expected: {expected}]" if expected else ""
-            lines.append(f"  {r.status:<8} {r.case.id} ({r.case.requirement}, stage {r.stage})"
-                         f"{note}: {_first_line(r.message)}")
-            lines.append(f"           $ {reproduce_command(run, r.case.id)}")
+    failures = _failure_lines(run, expectations)
+    if failures:
+        lines += ["", "Failures (each with the command that reproduces it alone):"] + failures
     warnings = [r for r in run.results if r.status == "WARNING"]
     if warnings:
         lines += ["", "Warnings:"]
@@ -222,6 +222,45 @@ def terminal_summary(run: Run, expectations=None) -> str:
         lines += ["", f"INTERRUPTED during {run.interrupted.id}: {len(run.not_run)} cases not run"]
     lines += ["", verdict_line(run)]
     return "\n".join(lines) + "\n"
+
+
+_SAME = {"FAIL": "failure", "CRASH": "crash", "TIMEOUT": "hang", "ERROR": "error"}
+_INDENT = " " * 11
+
+
+def _failure_lines(run: Run, expectations=None) -> list:
+    """One entry per distinct failure: cases that failed with the same message are counted on
+    one line, and failures marked as consequences are listed under the case they stem from."""
+    problems = [r for r in run.results if r.status in BREAKING]
+    consequences: Dict[str, list] = {}
+    groups: Dict[tuple, list] = {}
+    for r in problems:
+        if r.consequence_of:
+            consequences.setdefault(r.consequence_of, []).append(r)
+        else:
+            groups.setdefault((r.status, r.message), []).append(r)
+    lines = []
+    for (status, message), members in groups.items():
+        first = members[0]
+        expected = expectations.reason_for_result(first) if expectations else None
+        note = f" [expected: {expected}]" if expected else ""
+        more = (f" and {len(members) - 1} more with the same {_SAME[status]}"
+                if len(members) > 1 else "")
+        lines.append(f"  {status:<8} {first.case.id} ({first.case.requirement}, stage "
+                     f"{first.stage}){more}{note}: {_first_line(message)}")
+        if len(members) > 1:
+            lines.append(_INDENT + _first_line(", ".join(m.case.id for m in members[1:]), 140))
+        lines.append(f"{_INDENT}$ {reproduce_command(run, first.case.id)}")
+        if status in ("CRASH", "TIMEOUT"):
+            lines.append(f"{_INDENT}in one process, under gdb, valgrind or ASan: add --in-process "
+                         f"(README: debugging a crash)")
+        if first.output:
+            lines.append(f"{_INDENT}its last output: {_first_line(first.output.splitlines()[-1], 120)}")
+        followers = [c for m in members for c in consequences.get(m.case.id, [])]
+        if followers:
+            lines.append(f"{_INDENT}consequences (the same defect, seen again): " + ", ".join(
+                f"{c.case.id} ({c.case.requirement}, {c.status})" for c in followers))
+    return lines
 
 
 def verdict_line(run: Run) -> str:

@@ -117,6 +117,101 @@ def test_a_crash_at_load_blocks_the_rest():
     assert "SIGSEGV" in run.blocked_by.message
 
 
+# -- one defect, reported once, where it belongs -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def relu_returns_x(tmp_path_factory):
+    """The scaffold's backend with one defect: relu returns its input unchanged."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    from conformance import scaffold
+    directory = tmp_path_factory.mktemp("relu") / "acme"
+    scaffold.write(str(directory), "Acme", "Npu")
+    source = directory / "backend.c"
+    correct = "case BACKEND_ACTIVATION_RELU: return x > 0 ? x : 0;"
+    assert correct in source.read_text()
+    source.write_text(source.read_text().replace(correct, "case BACKEND_ACTIVATION_RELU: return x;"))
+    library = directory / "Acme_Npu_backend.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-I{loader.get_include()}", "-o", str(library),
+                    str(source), "-lm"], check=True)
+    return str(library)
+
+
+def test_a_wrong_layer_is_reported_first_by_its_own_case_and_the_rest_as_consequences(relu_returns_x):
+    run = run_kit(relu_returns_x)
+    failed = [r for r in run.results if r.status in runner.BREAKING]
+    assert [r.case.id for r in failed] == ["layers.activation-relu", "lifecycle.outlive-instance",
+                                           "concurrency.threads"]
+    root, *consequences = failed
+    assert root.consequence_of is None
+    assert all(r.status == "FAIL" and r.consequence_of == "layers.activation-relu"
+               for r in consequences)
+    assert consequences[0].message.startswith("consequence of layers.activation-relu (LAYER-1)")
+    # the worst index shows the input that produced it: relu of a negative number
+    match = re.search(r"worst at \[[\d, ]+\]: (\S+), expected 0 \(input (\S+)\)$", root.message)
+    assert match and match.group(1) == match.group(2) and float(match.group(2)) < 0, root.message
+
+
+def test_an_expectation_for_the_root_cause_covers_its_consequences(relu_returns_x, tmp_path):
+    expectations = tmp_path / "expected.yaml"
+    expectations.write_text("expected_failures:\n"
+                            "  - {case: layers.activation-relu, reason: relu fix in 2.1}\n")
+    common = ["run", "--backend", relu_returns_x, "--expectations", str(expectations),
+              "--json", str(tmp_path / "r.json")]
+    assert kit(*common).returncode == 1
+    allowed = kit(*common, "--exit-zero-on-expected")
+    assert allowed.returncode == 0, allowed.stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["verdict"] == "not-conformant"
+    expected = {c["id"]: c["expected_failure"] for c in summary["cases"] if c["status"] == "FAIL"}
+    assert expected == dict.fromkeys(["layers.activation-relu", "lifecycle.outlive-instance",
+                                      "concurrency.threads"], "relu fix in 2.1")
+    consequence = next(c for c in summary["cases"] if c["id"] == "concurrency.threads")
+    assert consequence["consequence_of"] == "layers.activation-relu"
+    assert "consequences (the same defect, seen again): lifecycle.outlive-instance" in allowed.stdout
+
+
+def test_layer_cases_run_before_the_cases_that_also_run_a_layer():
+    stages = [c.stage for c in cases.ordered_cases()]
+    assert stages.index("layers") < stages.index("lifecycle") < stages.index("concurrency")
+
+
+@pytest.mark.parametrize("stem, case_id, status, call", [
+    ("crash_at_load", "entry.load", "CRASH", "dlopen"),
+    ("hang_in_factory", "entry.factory", "TIMEOUT", "BackendFactory"),
+    ("exit_in_capabilities", "abi.capabilities", "CRASH", "get_capabilities"),
+    ("abort_in_support_query", "support.clean-refusal", "CRASH", "is_layer_supported"),
+    ("crash_in_execute", "layers.activation-relu", "CRASH", "execute"),
+])
+def test_a_crash_or_hang_names_the_backend_call_it_happened_in(stem, case_id, status, call):
+    result = next(r for r in run_kit(mock_backends.path(stem), case_id.split(".")[0] + ".*").results
+                  if r.case.id == case_id)
+    assert (result.status, result.call) == (status, call)
+    assert result.message.split("; ")[0].endswith(f" in {call}"), result.message
+
+
+def test_identical_crashes_collapse_into_one_line_with_a_count(tmp_path):
+    result = kit("run", "--backend", mock_backends.path("abort_in_support_query"), "-k",
+                 "layers.activation", "--timeout", str(TIMEOUT), "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1
+    failures = result.stdout.split("Failures")[1].split("\n\n")[0]
+    assert failures.count("CRASH") == 1
+    assert ("CRASH    layers.activation-relu (LAYER-1, stage layers) and 4 more with the same crash: "
+            "the worker was killed by SIGABRT in is_layer_supported") in failures
+    # the JSON keeps one entry per case
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert [c["call"] for c in summary["cases"]] == ["is_layer_supported"] * 5
+
+
+def test_in_process_runs_the_case_in_the_kit_process_for_a_debugger():
+    crash = kit("run", "--backend", mock_backends.path("crash_in_execute"), "-k",
+                "layers.activation-relu", "--in-process")
+    assert crash.returncode == -11  # SIGSEGV: no worker caught it, as a debugger needs
+    passing = kit("run", "--backend", reference_backend.LIBRARY_PATH, "-k", "layers", "--in-process")
+    assert passing.returncode == 4, passing.stdout + passing.stderr
+    assert "PASSED (PARTIAL RUN" in passing.stdout
+
+
 def test_the_controller_never_loads_the_library():
     path = mock_backends.path("crash_in_execute")
     run_kit(path, "layers")
@@ -219,7 +314,7 @@ def test_progress_in_a_log_names_each_case_as_it_starts_so_a_hang_shows_where():
     runs, so while the factory hangs the last line names entry.factory."""
     process = subprocess.Popen(
         ["backend-conformance", "run", "--backend", mock_backends.path("hang_in_factory"),
-         "--timeout", "6"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
+         "--timeout", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
     lines = []
     try:
         for line in process.stderr:
