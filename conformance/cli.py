@@ -19,7 +19,6 @@ Exit codes (the README has the same table):
 """
 import argparse
 import json
-import math
 import os
 import signal
 import sys
@@ -36,7 +35,6 @@ EXIT_INTERNAL = 3
 EXIT_PARTIAL = 4
 EXIT_INTERRUPTED = 130
 
-MAX_TIMEOUT = 86400.0
 STDOUT = "-"
 
 
@@ -49,15 +47,11 @@ class ReportWriteError(Exception):
 
 
 def _seconds(text: str) -> float:
-    """argparse type of --timeout: a finite number of seconds in (0, MAX_TIMEOUT]."""
+    """argparse type of --timeout."""
     try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
-        raise argparse.ArgumentTypeError(f"{text!r}: give a number of seconds greater than 0 "
-                                         f"and at most {MAX_TIMEOUT:g}")
-    return value
+        return runner.parse_seconds(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def _check_output(option: str, path: Optional[str]):

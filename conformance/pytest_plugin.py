@@ -13,6 +13,7 @@ a suite's own, and ``-p no:backend_conformance`` keeps it out of a session altog
 with a deprecation warning, but only in sessions where no conftest or other plugin defines an
 option of that name: then the suite's own option wins and the plugin stays silent.
 """
+import argparse
 import os
 import warnings
 
@@ -37,11 +38,10 @@ class ConformanceDeprecationWarning(DeprecationWarning):
 
 
 def _seconds(text):
-    from conformance.cli import _seconds as parse
     try:
-        return parse(text)
-    except Exception as error:  # argparse.ArgumentTypeError: pytest shows it as a usage error
-        raise pytest.UsageError(f"{TIMEOUT_OPTION}: {error}") from None
+        return runner.parse_seconds(text)
+    except ValueError as error:  # pytest reports it as a usage error
+        raise argparse.ArgumentTypeError(str(error)) from None
 
 
 def pytest_addoption(parser):

@@ -5,6 +5,7 @@ library (unless asked to run in-process, for a debugger or a sanitizer).
 """
 import fnmatch
 import json
+import math
 import os
 import select
 import signal
@@ -24,7 +25,20 @@ from loader.isolation import signal_name
 STATUSES = ("PASS", "WARNING", "NOT_SUPPORTED", "FAIL", "CRASH", "TIMEOUT", "ERROR")
 BREAKING = ("FAIL", "CRASH", "TIMEOUT", "ERROR")
 DEFAULT_TIMEOUT = 10.0
+MAX_TIMEOUT = 86400.0
 STARTUP_TIMEOUT = 60.0  # Python, NumPy and the loader importing on a busy machine
+
+
+def parse_seconds(text: str) -> float:
+    """A per-case timeout: a finite number of seconds in (0, MAX_TIMEOUT]; ValueError otherwise."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number of seconds") from None
+    if not math.isfinite(value) or not 0 < value <= MAX_TIMEOUT:
+        raise ValueError(f"{text!r}: give a number of seconds greater than 0 and at most "
+                         f"{MAX_TIMEOUT:g}")
+    return value
 
 
 class BackendFileError(ValueError):

@@ -45,9 +45,14 @@ class CallRecord:
     def __init__(self, fd: Optional[int] = None):
         self.buffer = mmap.mmap(fd, SIZE) if fd is not None else bytearray(SIZE)
         self.layer = ""  # the layer case (layer_cases.yaml id) the current work is for
+        self._encoded = {}  # (call, layer) -> bytes: a note is a dictionary lookup and a copy
 
     def note(self, call: str):
-        data = f"{call}\t{self.layer}".encode("utf-8", "replace")[:SIZE - 1] + b"\0"
+        key = (call, self.layer)
+        data = self._encoded.get(key)
+        if data is None:
+            data = f"{call}\t{self.layer}".encode("utf-8", "replace")[:SIZE - 1] + b"\0"
+            self._encoded[key] = data
         self.buffer[:len(data)] = data
 
     def clear(self):
@@ -60,6 +65,9 @@ def read(data: bytes) -> Tuple[Optional[str], Optional[str]]:
     text = data.split(b"\0", 1)[0].decode("utf-8", "replace")
     call, _, layer = text.partition("\t")
     return call or None, layer or None
+
+
+_PROPERTIES = {"capabilities"}  # the calls above that are properties, not methods
 
 
 def _unwrap(value):
@@ -80,17 +88,18 @@ class Traced:
 
     def __getattr__(self, name):
         call = self._calls.get(name)
-        if call is not None:
-            self._record.note(call)  # a property (capabilities) calls the backend right here
-        value = getattr(self._target, name)
-        if call is None or not callable(value):
-            return wrap(value, self._record)
         record = self._record
+        if call is not None and name in _PROPERTIES:
+            record.note(call)  # the backend is called right here, by the property
+        value = getattr(self._target, name)
+        if call is None or name in _PROPERTIES:
+            return wrap(value, record)
 
         def traced(*args, **kwargs):
             record.note(call)
-            result = value(*[_unwrap(a) for a in args],
-                           **{k: _unwrap(v) for k, v in kwargs.items()})
+            if kwargs:
+                kwargs = {k: _unwrap(v) for k, v in kwargs.items()}
+            result = value(*[_unwrap(a) for a in args], **kwargs) if args else value(**kwargs)
             return wrap(result, record)
         return traced
 
@@ -109,6 +118,7 @@ class Traced:
 
 def wrap(value, record: CallRecord):
     """``value`` wrapped in Traced when it is a loader object that calls into a backend."""
-    if type(value).__name__ in CALLS and type(value).__module__.startswith("loader"):
+    kind = type(value)
+    if kind.__name__ in CALLS and kind.__module__.startswith("loader"):
         return Traced(value, record)
     return value

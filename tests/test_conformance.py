@@ -656,9 +656,12 @@ def test_the_plugin_can_be_kept_out_of_a_session(tmp_path):
     assert "unrecognized arguments: --conformance-backend" in result.stderr
 
 
-def test_pytest_refuses_a_backend_that_is_not_a_file(tmp_path):
+def test_pytest_refuses_a_backend_that_is_not_a_file_and_a_timeout_that_is_not_finite(tmp_path):
     result = pytest_in(tmp_path, f"--conformance-backend={tmp_path}")
     assert result.returncode == 4 and "a directory" in result.stderr
+    result = pytest_in(tmp_path, f"--conformance-backend={reference_backend.LIBRARY_PATH}",
+                       "--conformance-timeout=inf")
+    assert result.returncode == 4 and "--conformance-timeout: 'inf'" in result.stderr
 
 
 # -- onboarding -------------------------------------------------------------------------------
