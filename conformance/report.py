@@ -10,7 +10,6 @@ from xml.etree import ElementTree
 import conformance
 from conformance.runner import BREAKING, STATUSES, Result, Run
 
-KIT_VERSION = conformance.__version__
 
 
 def reproduce_command(run: Run, case_id: str) -> str:
@@ -79,7 +78,7 @@ def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict
         "backend": {"file": run.backend_file, "canonical": run.canonical or run.backend_file,
                     "id": run.backend_id, "version": run.backend_version,
                     "sha256": _sha256(run.canonical or run.backend_file)},
-        "kit_version": KIT_VERSION,
+        "kit_version": conformance.version(),
         "api_version": str(loader.BACKEND_API_VERSION),
         "options": options or {},
         "platform": platform_info(),
@@ -114,7 +113,7 @@ def junit_xml(run: Run) -> bytes:
     for name, value in (("backend", run.backend_file), ("canonical", run.canonical or run.backend_file),
                         ("backend_id", run.backend_id or ""),
                         ("backend_version", run.backend_version or ""), ("verdict", run.verdict),
-                        ("selection", run.selection or ""), ("kit_version", KIT_VERSION),
+                        ("selection", run.selection or ""), ("kit_version", conformance.version()),
                         ("interrupted", run.interrupted.id if run.interrupted else "")):
         ElementTree.SubElement(properties, "property", {"name": name, "value": value})
     for r in run.results:
