@@ -1,7 +1,10 @@
 """The conformance cases. Each names its requirement and stage; its function raises ``Failed``,
 ``NotSupported`` or ``Warning_`` for a non-pass and returns for a pass.
 
-File cases read the file and never load it; they run in the controlling process. Every other
+File cases read the file and never load it; they run in the controlling process. Their subject
+has ``path``, the backend as the user named it (the file-name rule applies to that name, as the
+loader applies it to the directory entry), and ``file``, the regular file it resolves to (what is
+read and loaded). Every other
 case runs in a worker process that has loaded the library (see worker.py), so the vendor's code
 never runs in the process that keeps the results.
 """
@@ -18,7 +21,10 @@ import yaml
 from loader import elf
 from conformance.requirements import REQUIREMENTS
 
-STAGES = ("file", "entry", "abi", "lifecycle", "support", "layers", "concurrency")
+# The order cases run and report in. Layers come before the lifecycle and concurrency cases,
+# which run a layer too: a wrong layer is reported first by its own case, and the later cases it
+# breaks are marked as its consequences (runner.Controller).
+STAGES = ("file", "entry", "abi", "support", "layers", "lifecycle", "concurrency")
 
 
 class Failed(Exception):
@@ -31,6 +37,15 @@ class NotSupported(Exception):
 
 class Warning_(Exception):
     """A quality finding that does not break conformance."""
+
+
+class LayerMismatch(Failed):
+    """A layer's output differs from the reference; ``layer_case`` is its layer_cases.yaml id,
+    so a failure seen by another case can be traced to the layer case that owns it."""
+
+    def __init__(self, layer_case: str, message: str):
+        super().__init__(message)
+        self.layer_case = layer_case
 
 
 @dataclass(frozen=True)
@@ -88,14 +103,14 @@ def _file_name(subject):
 @case("file.elf", "FILE-2", blocking=True)
 def _file_elf(subject):
     import loader
-    reason, detail = loader._core.check_elf_file(subject.path)
+    reason, detail = loader._core.check_elf_file(subject.file)
     if reason is not None:
         raise Failed(f"{reason}: {detail}")
 
 
 @case("file.entry-points", "FILE-3", blocking=True)
 def _file_entry_points(subject):
-    info = _elf(subject.path)
+    info = _elf(subject.file)
     missing = [name for name in ENTRY_POINTS if info.find(name) is None]
     if missing:
         mangled = [name for name in missing if info.find(MANGLED[name])]
@@ -109,7 +124,7 @@ def _file_entry_points(subject):
 
 @case("file.symbol-hygiene", "FILE-4")
 def _file_symbol_hygiene(subject):
-    info = _elf(subject.path)
+    info = _elf(subject.file)
     extra = sorted(s.name for s in info.exported() if s.name not in ENTRY_POINTS)
     if len(extra) > HYGIENE_LIMIT:
         raise Warning_(f"exports {len(extra)} symbols beyond the entry points (e.g. "
@@ -120,7 +135,7 @@ def _file_symbol_hygiene(subject):
 @case("file.dependencies", "FILE-5", blocking=True)
 def _file_dependencies(subject):
     from loader.dependencies import missing_dependencies
-    missing = missing_dependencies(subject.path)
+    missing = missing_dependencies(subject.file)
     if missing:
         raise Failed(f"needs {', '.join(missing)}, which the dynamic linker cannot find")
 
@@ -288,6 +303,7 @@ def _life_create_destroy(subject):
 def _first_supported_layer(subject):
     backend = subject.backend()
     for data in layer_cases():
+        subject.working_on(data)
         inputs = _layer_inputs(data)
         try:
             if backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
@@ -307,6 +323,7 @@ def _life_outlive(subject):
     backend.close()
     if data is None:
         return  # nothing to run: the factory alone survived
+    subject.working_on(data)
     workload = factory.create_workload(data["layer"], inputs, data.get("descriptor"))
     factory.close()
     try:
@@ -382,6 +399,7 @@ def _support_creatable(subject):
     backend = subject.backend()
     factory = backend.create_workload_factory()
     for data in layer_cases():
+        subject.working_on(data)
         inputs = _layer_inputs(data)
         if not backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
             continue
@@ -427,6 +445,7 @@ def _support_clean_refusal(subject):
 def _support_deterministic(subject):
     backend = subject.backend()
     for data in layer_cases():
+        subject.working_on(data)
         inputs = [np.empty(s, dtype=np.float32) for s in data["inputs"]]
         answers = {tuple(backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")))
                    for _ in range(3)}
@@ -464,27 +483,65 @@ def _compare(data, inputs, out):
     from conformance import reference
     expected = reference.evaluate(data["layer"], inputs, data.get("descriptor"))
     if out.shape != expected.shape:
-        raise Failed(f"{data['id']}: output shape {list(out.shape)}, expected {list(expected.shape)}")
+        raise LayerMismatch(data["id"], f"{data['id']}: output shape {list(out.shape)}, expected "
+                                        f"{list(expected.shape)}")
     rtol, atol = data.get("rtol", 1e-4), data.get("atol", 1e-4)
     error = np.abs(out.astype(np.float64) - expected)
     bad = error > atol + rtol * np.abs(expected)
     if np.any(bad) or not np.all(np.isfinite(out)):
         worst = np.unravel_index(np.argmax(error), error.shape)
-        raise Failed(f"{data['id']}: {int(bad.sum())} of {bad.size} values outside rtol {rtol} "
-                     f"atol {atol}; worst at {list(map(int, worst))}: {float(out[worst]):.6g}, "
-                     f"expected {float(expected[worst]):.6g}")
+        raise LayerMismatch(data["id"], f"{data['id']}: {int(bad.sum())} of {bad.size} values "
+                                        f"outside rtol {rtol} atol {atol}; worst at "
+                                        f"{list(map(int, worst))}: {float(out[worst]):.6g}, "
+                                        f"expected {float(expected[worst]):.6g}"
+                                        f"{_inputs_at(inputs, expected.shape, worst)}")
+
+
+def _inputs_at(inputs, shape, index) -> str:
+    """The input values that produced output ``index``, for inputs that map onto the output
+    element by element (activations, broadcasting arithmetic, softmax)."""
+    values = []
+    for x in inputs:
+        try:
+            if np.broadcast_shapes(x.shape, shape) != tuple(shape):
+                continue
+        except ValueError:
+            continue
+        values.append(f"{float(np.broadcast_to(x, shape)[index]):.6g}")
+    if not values:
+        return ""
+    return f" (input {values[0]})" if len(values) == 1 else f" (inputs {', '.join(values)})"
+
+
+def execute(backend, data, inputs):
+    """Run a layer case step by step, as ``Backend.execute`` would, so that each backend call is
+    seen (and named) on its own: memory manager, factory, create_workload, execute."""
+    manager = backend.create_memory_manager() if backend.features["MemoryManager"] else None
+    factory = backend.create_workload_factory(manager)
+    workload = factory.create_workload(data["layer"], inputs, data.get("descriptor"))
+    factory.close()
+    try:
+        if manager is None:
+            return workload.execute(inputs)
+        with manager:
+            return workload.execute(inputs)
+    finally:
+        workload.close()
+        if manager is not None:
+            manager.close()
 
 
 def _run_layer(data):
     def run(subject):
         import loader
+        subject.working_on(data)
         backend = subject.backend()
         inputs = _layer_inputs(data)
         support = backend.is_layer_supported(data["layer"], inputs, data.get("descriptor"))
         if not support:
             raise NotSupported(support.reason)
         try:
-            [out] = backend.execute(data["layer"], inputs, data.get("descriptor"))
+            [out] = execute(backend, data, inputs)
         except loader.BackendError as error:
             raise Failed(f"{data['id']}: {error}")
         _compare(data, inputs, out)
@@ -511,7 +568,7 @@ def _concurrency(subject):
         try:
             backend = subject.backend()
             for _ in range(20):
-                [out] = backend.execute(data["layer"], inputs, data.get("descriptor"))
+                [out] = execute(backend, data, inputs)
                 _compare(data, inputs, out)
         except Exception as error:  # reported below
             errors.append(error)
@@ -522,7 +579,10 @@ def _concurrency(subject):
     for thread in threads:
         thread.join()
     if errors:
-        raise Failed(f"{len(errors)} of 4 threads failed; first: {errors[0]}")
+        message = f"{len(errors)} of 4 threads failed; first: {errors[0]}"
+        if all(isinstance(e, LayerMismatch) for e in errors):
+            raise LayerMismatch(data["id"], message)
+        raise Failed(message)
 
 
 def ordered_cases() -> List[Case]:

@@ -17,8 +17,22 @@ import yaml
 from conformance.runner import BREAKING, Run
 
 
+TOP_LEVEL_KEYS = ("expected_failures",)
+ENTRY_KEYS = ("case", "reason")
+
+
 class ExpectationsError(ValueError):
     """The expectations file is malformed."""
+
+
+def _refuse_unknown_keys(path, where, mapping, known):
+    """A misspelt key (``reasons:``, ``expected_failure:``) would silently change what is
+    expected: it is an error, as in a strict schema."""
+    unknown = [key for key in mapping if key not in known]
+    if unknown:
+        raise ExpectationsError(f"{path}: unknown key{'s' if len(unknown) > 1 else ''} "
+                                f"{', '.join(repr(k) for k in unknown)} in {where} (allowed: "
+                                f"{', '.join(known)})")
 
 
 @dataclass(frozen=True)
@@ -47,17 +61,27 @@ class Expectations:
         items = document.get("expected_failures", []) if isinstance(document, dict) else None
         if not isinstance(items, list):
             raise ExpectationsError(f"{path}: expected a mapping with a list 'expected_failures'")
+        _refuse_unknown_keys(path, "the top level", document, TOP_LEVEL_KEYS)
         entries = []
         for index, item in enumerate(items):
             if not isinstance(item, dict) or not isinstance(item.get("case"), str) \
                     or not isinstance(item.get("reason"), str) or not item["reason"].strip():
                 raise ExpectationsError(f"{path}: entry {index + 1} needs 'case' and a non-empty "
                                         f"'reason'")
+            _refuse_unknown_keys(path, f"entry {index + 1}", item, ENTRY_KEYS)
             entries.append(Expectation(item["case"], item["reason"]))
         return cls(entries, all_case_ids)
 
     def reason_for(self, case_id: str) -> Optional[str]:
         return next((e.reason for e in self.entries if e.matches(case_id)), None)
+
+    def reason_for_result(self, result) -> Optional[str]:
+        """The reason a failure is expected: its case is listed, or it is a consequence of a
+        listed case (an expectation for a root cause covers what it breaks later)."""
+        reason = self.reason_for(result.case.id)
+        if reason is None and result.consequence_of:
+            reason = self.reason_for(result.consequence_of)
+        return reason
 
     def findings(self, run: Run) -> dict:
         unexpected = [r.case.id for r in run.results
@@ -66,12 +90,12 @@ class Expectations:
         unmatched = [e.case for e in self.entries
                      if not any(e.matches(case_id) for case_id in self.all_case_ids)]
         unexpected_failures = [r.case.id for r in run.results
-                               if r.status in BREAKING and not self.reason_for(r.case.id)]
+                               if r.status in BREAKING and not self.reason_for_result(r)]
         return {"unexpected_passes": unexpected, "unmatched": unmatched,
                 "unexpected_failures": unexpected_failures}
 
     def only_expected_failures(self, run: Run) -> bool:
         """Whether every failure of the run is listed (and nothing was blocked unexpectedly)."""
-        if run.blocked and not self.reason_for(run.blocked_by.case.id):
+        if run.blocked and not self.reason_for_result(run.blocked_by):
             return False
         return not self.findings(run)["unexpected_failures"]

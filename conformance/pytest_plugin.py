@@ -1,9 +1,19 @@
-"""pytest plugin: ``pytest --backend FILE.so`` runs the conformance cases as test items, with
-the same engine, workers and isolation as ``backend-conformance run``.
+"""pytest plugin: ``pytest --conformance-backend FILE.so`` runs the conformance cases as test
+items, with the same engine, workers and isolation as ``backend-conformance run``.
 
 PASS and WARNING pass (a WARNING also emits a pytest warning), NOT_SUPPORTED skips, FAIL, CRASH,
 TIMEOUT and ERROR fail; after a blocking case fails the cases behind it are skipped as blocked.
+
+The plugin is registered under the ``pytest11`` entry point ``backend_conformance``, so pytest
+loads it in every session of an environment where dynamic-backends is installed. It does nothing
+unless ``--conformance-backend`` is given, its options are namespaced so they never collide with
+a suite's own, and ``-p no:backend_conformance`` keeps it out of a session altogether.
+
+``--backend`` and ``--backend-timeout`` are the plugin's former option names. They still work,
+with a deprecation warning, but only in sessions where no conftest or other plugin defines an
+option of that name: then the suite's own option wins and the plugin stays silent.
 """
+import argparse
 import os
 import warnings
 
@@ -12,17 +22,78 @@ import pytest
 from conformance import runner
 from conformance.report import reproduce_command
 
+OPTION = "--conformance-backend"
+TIMEOUT_OPTION = "--conformance-timeout"
+# former name -> (destination, current name)
+DEPRECATED_OPTIONS = {"--backend": ("conformance_backend_deprecated", OPTION),
+                      "--backend-timeout": ("conformance_timeout_deprecated", TIMEOUT_OPTION)}
+
 
 class ConformanceWarning(UserWarning):
     """A quality finding that does not break conformance."""
 
 
+class ConformanceDeprecationWarning(DeprecationWarning):
+    """A former option name of the plugin was used."""
+
+
+def _seconds(text):
+    try:
+        return runner.parse_seconds(text)
+    except ValueError as error:  # pytest reports it as a usage error
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def pytest_addoption(parser):
-    group = parser.getgroup("backend-conformance")
-    group.addoption("--backend", metavar="FILE.so",
+    group = parser.getgroup("backend-conformance", "dynamic-backend conformance kit")
+    group.addoption(OPTION, dest="conformance_backend", metavar="FILE.so",
                     help="run the dynamic-backend conformance cases against FILE.so")
-    group.addoption("--backend-timeout", type=float, default=runner.DEFAULT_TIMEOUT, metavar="S",
-                    help=f"seconds per conformance case (default {runner.DEFAULT_TIMEOUT:g})")
+    group.addoption(TIMEOUT_OPTION, dest="conformance_timeout", type=_seconds, default=None,
+                    metavar="S", help=f"seconds per conformance case "
+                                      f"(default {runner.DEFAULT_TIMEOUT:g})")
+
+
+def _defined_option_names(parser):
+    return {name for group in getattr(parser, "_groups", ()) for option in group.options
+            for name in option.names()}
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_load_initial_conftests(early_config, parser, args):
+    """After the initial conftests have added their options: offer the former names only if
+    nothing else took them."""
+    yield
+    taken = _defined_option_names(parser)
+    group = parser.getgroup("backend-conformance")
+    for name, (dest, current) in DEPRECATED_OPTIONS.items():
+        if name in taken:
+            continue
+        try:
+            group.addoption(name, dest=dest, default=None, help=f"deprecated: use {current}",
+                            **({"type": _seconds} if "timeout" in name else {}))
+        except ValueError:  # defined after all, under a spelling we did not see
+            continue
+
+
+def _option(config, dest):
+    return getattr(config.option, dest, None)
+
+
+def _backend_and_timeout(config):
+    backend = _option(config, "conformance_backend")
+    timeout = _option(config, "conformance_timeout")
+    for name, (dest, current) in DEPRECATED_OPTIONS.items():
+        value = _option(config, dest)
+        if value is None:
+            continue
+        config.issue_config_time_warning(ConformanceDeprecationWarning(
+            f"{name} is deprecated: use {current} (the plugin loads in every pytest session, and "
+            f"a suite's own {name} would clash with it)"), stacklevel=2)
+        if current == OPTION:
+            backend = backend or value
+        else:
+            timeout = timeout or value
+    return backend, timeout or runner.DEFAULT_TIMEOUT
 
 
 class _Session:
@@ -32,6 +103,22 @@ class _Session:
         self.backend_file = os.path.abspath(backend_file)
         self.controller = runner.Controller(self.backend_file, timeout)
         self.blocked_by = None
+
+
+class ConformanceSuite(pytest.Collector):
+    """The kit's cases for one backend. Its name, the backend's file name, is the first part of
+    every node id (``Acme_Npu_backend.so::layers.conv-valid``) and the JUnit classname."""
+
+    def __init__(self, *, state, **kwargs):
+        super().__init__(**kwargs)
+        self.state = state
+
+    def collect(self):
+        for case in runner.select_cases(None):
+            yield ConformanceItem.from_parent(self, name=case.id, case=case, state=self.state)
+
+    def reportinfo(self):
+        return self.path, None, self.name
 
 
 class ConformanceItem(pytest.Item):
@@ -62,7 +149,9 @@ class ConformanceItem(pytest.Item):
         return super().repr_failure(excinfo)
 
     def reportinfo(self):
-        return self.state.backend_file, None, f"{self.case.id} ({self.case.requirement})"
+        # The items have no source file; their location is the session's root, never a path
+        # climbing out of it.
+        return self.path, None, f"{self.case.id} ({self.case.requirement})"
 
 
 class ConformanceFailure(Exception):
@@ -73,19 +162,38 @@ class ConformanceFailure(Exception):
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "conformance: a dynamic-backend conformance case")
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_collection_modifyitems(session, config, items):
-    backend_file = config.getoption("backend")
+    backend_file, timeout = _backend_and_timeout(config)
     if not backend_file:
         return
-    if not os.path.isfile(backend_file):
-        raise pytest.UsageError(f"--backend {backend_file}: no such file")
-    state = _Session(backend_file, config.getoption("backend_timeout"))
-    config._backend_conformance = state
-    for case in runner.select_cases(None):
-        items.append(ConformanceItem.from_parent(session, name=case.id, case=case, state=state))
+    try:
+        runner.check_backend_file(backend_file)
+    except runner.BackendFileError as error:
+        raise pytest.UsageError(f"{OPTION} {error}") from None
+    config._backend_conformance = _Session(backend_file, timeout)
+
+
+def pytest_report_header(config):
+    state = getattr(config, "_backend_conformance", None)
+    if state is None:
+        return None
+    canonical = state.controller.canonical
+    shown = state.backend_file + (f" -> {canonical}" if canonical != state.backend_file else "")
+    return f"backend-conformance: {shown}"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_make_collect_report(collector):
+    """The cases are collected as a child of the session, next to the suite's own tests, so
+    pytest counts, selects and deselects them like any other items."""
+    outcome = yield
+    state = getattr(collector.config, "_backend_conformance", None)
+    if state is None or not isinstance(collector, pytest.Session):
+        return
+    report = outcome.get_result()
+    if report.outcome == "passed":
+        name = os.path.basename(state.backend_file).replace("::", ":_")
+        report.result.append(ConformanceSuite.from_parent(collector, name=name, nodeid=name,
+                                                          state=state))
 
 
 def pytest_unconfigure(config):

@@ -1,14 +1,15 @@
 """Reports of a run: the JSON summary, JUnit XML and the terminal summary."""
+import datetime
 import hashlib
-import os
+import platform
 import shlex
 import sys
 from typing import Dict, Optional
 from xml.etree import ElementTree
 
+import conformance
 from conformance.runner import BREAKING, STATUSES, Result, Run
 
-KIT_VERSION = "0.1.0"
 
 
 def reproduce_command(run: Run, case_id: str) -> str:
@@ -35,8 +36,27 @@ def counts(run: Run) -> Dict[str, int]:
     return result
 
 
-def summary(run: Run, expectations=None) -> dict:
-    """The JSON summary."""
+def _utc(timestamp: float) -> Optional[str]:
+    if not timestamp:
+        return None
+    moment = datetime.datetime.fromtimestamp(timestamp, datetime.timezone.utc)
+    return moment.isoformat(timespec="seconds").replace("+00:00", "Z")
+
+
+def platform_info() -> dict:
+    libc, libc_version = platform.libc_ver()
+    return {"system": platform.system(), "release": platform.release(),
+            "machine": platform.machine(), "python": platform.python_version(),
+            "libc": f"{libc} {libc_version}".strip() or None}
+
+
+def selection(run: Run) -> dict:
+    return {"k": run.selection, "selected": len(run.selected), "total": run.total_cases}
+
+
+def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict:
+    """The JSON summary: the contract's keys (verdict, backend, cases) and what makes a run
+    reproducible (selection, options, versions, platform, time)."""
     import loader
     cases = []
     for r in run.results:
@@ -44,23 +64,38 @@ def summary(run: Run, expectations=None) -> dict:
                 "stage": r.stage, "message": r.message, "seconds": round(r.seconds, 4)}
         if r.status not in ("PASS", "NOT_SUPPORTED"):
             item["reproduce"] = reproduce_command(run, r.case.id)
+        if r.status in BREAKING:
+            item.update(call=r.call, layer=r.layer, consequence_of=r.consequence_of)
+        if r.output:
+            item["output"] = r.output
         if expectations is not None:
-            item["expected_failure"] = expectations.reason_for(r.case.id)
+            item["expected_failure"] = expectations.reason_for_result(r)
         cases.append(item)
     document = {
-        "verdict": "conformant" if run.conformant else "not-conformant",
-        "backend": {"file": run.backend_file, "id": run.backend_id, "version": run.backend_version,
-                    "sha256": _sha256(run.backend_file)},
-        "kit_version": KIT_VERSION,
+        "verdict": run.verdict,
+        "partial": run.partial,
+        "selection": selection(run),
+        "backend": {"file": run.backend_file, "canonical": run.canonical or run.backend_file,
+                    "id": run.backend_id, "version": run.backend_version,
+                    "sha256": _sha256(run.canonical or run.backend_file)},
+        "kit_version": conformance.version(),
         "api_version": str(loader.BACKEND_API_VERSION),
+        "options": options or {},
+        "platform": platform_info(),
+        "started": _utc(run.started),
+        "finished": _utc(run.finished),
         "counts": counts(run),
         "duration_seconds": round(run.seconds, 3),
         "cases": cases,
         "blocked": None,
+        "interrupted": None,
     }
     if run.blocked:
         document["blocked"] = {"by": run.blocked_by.case.id, "reason": run.blocked_by.message,
                                "cases": [c.id for c in run.blocked]}
+    if run.interrupted is not None:
+        document["interrupted"] = {"during": run.interrupted.id,
+                                   "not_run": [c.id for c in run.not_run]}
     if expectations is not None:
         document["expectations"] = expectations.findings(run)
     return document
@@ -69,17 +104,24 @@ def summary(run: Run, expectations=None) -> dict:
 def junit_xml(run: Run) -> bytes:
     c = counts(run)
     suite = ElementTree.Element("testsuite", {
-        "name": "backend-conformance", "tests": str(len(run.results) + len(run.blocked)),
+        "name": "backend-conformance",
+        "tests": str(len(run.results) + len(run.blocked) + len(run.not_run)),
         "failures": str(c["FAIL"]), "errors": str(c["CRASH"] + c["TIMEOUT"] + c["ERROR"]),
-        "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"]), "time": f"{run.seconds:.3f}"})
+        "skipped": str(c["NOT_SUPPORTED"] + c["BLOCKED"] + len(run.not_run)),
+        "time": f"{run.seconds:.3f}"})
     properties = ElementTree.SubElement(suite, "properties")
-    for name, value in (("backend", run.backend_file), ("backend_id", run.backend_id or ""),
-                        ("backend_version", run.backend_version or "")):
+    for name, value in (("backend", run.backend_file), ("canonical", run.canonical or run.backend_file),
+                        ("backend_id", run.backend_id or ""),
+                        ("backend_version", run.backend_version or ""), ("verdict", run.verdict),
+                        ("selection", run.selection or ""), ("kit_version", conformance.version()),
+                        ("interrupted", run.interrupted.id if run.interrupted else "")):
         ElementTree.SubElement(properties, "property", {"name": name, "value": value})
     for r in run.results:
         case = ElementTree.SubElement(suite, "testcase", {
             "classname": f"conformance.{r.stage}", "name": r.case.id, "time": f"{r.seconds:.4f}"})
         text = f"{r.case.requirement}: {r.message}\nreproduce: {reproduce_command(run, r.case.id)}"
+        if r.output:
+            text += f"\nthe worker's last output:\n{r.output}"
         if r.status == "FAIL":
             ElementTree.SubElement(case, "failure", {"message": r.message[:500], "type": "FAIL"}).text = text
         elif r.status in ("CRASH", "TIMEOUT", "ERROR"):
@@ -93,28 +135,43 @@ def junit_xml(run: Run) -> bytes:
             "classname": f"conformance.{blocked.stage}", "name": blocked.id, "time": "0"})
         ElementTree.SubElement(case, "skipped", {
             "message": f"blocked: {run.blocked_by.case.id} failed ({run.blocked_by.status})"})
+    for not_run in run.not_run:
+        case = ElementTree.SubElement(suite, "testcase", {
+            "classname": f"conformance.{not_run.stage}", "name": not_run.id, "time": "0"})
+        ElementTree.SubElement(case, "skipped", {"message": "not run: the run was interrupted"})
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
 class Progress:
-    """One line that rewrites itself on a terminal; non-passes are printed as they happen."""
+    """Progress on a stream (standard error). Each case is announced when it starts, so during a
+    hang the last line names the case that hangs. On a terminal one line rewrites itself; in a
+    log (not a terminal: CI) each case gets a plain line. Anything but a pass or a "not
+    supported" is printed as it happens."""
 
     def __init__(self, stream=sys.stderr, quiet=False):
         self.stream = stream
         self.quiet = quiet
         self.tty = stream.isatty()
 
-    def __call__(self, result: Result, done: int, total: int):
+    def started(self, case, index: int, total: int):
+        if self.quiet:
+            return
+        counter = f"[{index:>{len(str(total))}}/{total}]"
+        if self.tty:
+            self.stream.write(f"\r\x1b[K{counter} {case.id}")
+        else:
+            self.stream.write(f"{counter} {case.id}\n")
+        self.stream.flush()
+
+    def finished(self, result: Result, index: int, total: int):
         if self.quiet:
             return
         if result.status in BREAKING or result.status == "WARNING":
             if self.tty:
                 self.stream.write("\r\x1b[K")
             self.stream.write(f"{result.status:<8} {result.case.id}: {_first_line(result.message)}\n")
-        if self.tty:
-            self.stream.write(f"\r\x1b[K[{done}/{total}] {result.case.id}")
-            if done == total:
-                self.stream.write("\r\x1b[K")
+        if self.tty and index == total:
+            self.stream.write("\r\x1b[K")
         self.stream.flush()
 
 
@@ -129,7 +186,10 @@ def terminal_summary(run: Run, expectations=None) -> str:
     for r in run.results:
         if r.stage not in stages:
             stages.append(r.stage)
-    lines = ["", f"backend  {run.backend_file}",
+    shown = run.backend_file
+    if run.canonical and run.canonical != run.backend_file:
+        shown += f" -> {run.canonical}"
+    lines = ["", f"backend  {shown}",
              f"id       {run.backend_id or '?'}   Backend API {run.backend_version or '?'}", ""]
     header = f"{'stage':<12}" + "".join(f"{s:>14}" for s in STATUSES)
     lines.append(header)
@@ -140,15 +200,9 @@ def terminal_summary(run: Run, expectations=None) -> str:
                 row[r.status] += 1
         lines.append(f"{stage:<12}" + "".join(f"{row[s] or '.':>14}" for s in STATUSES))
     lines.append(f"{'total':<12}" + "".join(f"{c[s]:>14}" for s in STATUSES))
-    problems = [r for r in run.results if r.status in BREAKING]
-    if problems:
-        lines += ["", "Failures (each line ends with the command that reproduces it):"]
-        for r in problems:
-            expected = expectations.reason_for(r.case.id) if expectations else None
-            note = f" [expected: {expected}]" if expected else ""
-            lines.append(f"  {r.status:<8} {r.case.id} ({r.case.requirement}, stage {r.stage})"
-                         f"{note}: {_first_line(r.message)}")
-            lines.append(f"           $ {reproduce_command(run, r.case.id)}")
+    failures = _failure_lines(run, expectations)
+    if failures:
+        lines += ["", "Failures (each with the command that reproduces it alone):"] + failures
     warnings = [r for r in run.results if r.status == "WARNING"]
     if warnings:
         lines += ["", "Warnings:"]
@@ -163,14 +217,66 @@ def terminal_summary(run: Run, expectations=None) -> str:
             lines.append(f"  unexpected pass: {finding} is listed as an expected failure")
         for entry in findings["unmatched"]:
             lines.append(f"  expectations entry {entry!r} matches no case")
-    verdict = "CONFORMANT" if run.conformant else "NOT CONFORMANT"
-    lines += ["", f"{verdict}  ({len(run.results)} run, {c['BLOCKED']} blocked, "
-                  f"{run.seconds:.2f} s)"]
+    if run.interrupted is not None:
+        lines += ["", f"INTERRUPTED during {run.interrupted.id}: {len(run.not_run)} cases not run"]
+    lines += ["", verdict_line(run)]
     return "\n".join(lines) + "\n"
 
 
+_SAME = {"FAIL": "failure", "CRASH": "crash", "TIMEOUT": "hang", "ERROR": "error"}
+_INDENT = " " * 11
+
+
+def _failure_lines(run: Run, expectations=None) -> list:
+    """One entry per distinct failure: cases that failed with the same message are counted on
+    one line, and failures marked as consequences are listed under the case they stem from."""
+    problems = [r for r in run.results if r.status in BREAKING]
+    consequences: Dict[str, list] = {}
+    groups: Dict[tuple, list] = {}
+    for r in problems:
+        if r.consequence_of:
+            consequences.setdefault(r.consequence_of, []).append(r)
+        else:
+            groups.setdefault((r.status, r.message), []).append(r)
+    lines = []
+    for (status, message), members in groups.items():
+        first = members[0]
+        expected = expectations.reason_for_result(first) if expectations else None
+        note = f" [expected: {expected}]" if expected else ""
+        more = (f" and {len(members) - 1} more with the same {_SAME[status]}"
+                if len(members) > 1 else "")
+        lines.append(f"  {status:<8} {first.case.id} ({first.case.requirement}, stage "
+                     f"{first.stage}){more}{note}: {_first_line(message)}")
+        if len(members) > 1:
+            lines.append(_INDENT + _first_line(", ".join(m.case.id for m in members[1:]), 140))
+        lines.append(f"{_INDENT}$ {reproduce_command(run, first.case.id)}")
+        if status in ("CRASH", "TIMEOUT"):
+            lines.append(f"{_INDENT}in one process, under gdb, valgrind or ASan: add --in-process "
+                         f"(README: debugging a crash)")
+        if first.output:
+            lines.append(f"{_INDENT}its last output: {_first_line(first.output.splitlines()[-1], 120)}")
+        followers = [c for m in members for c in consequences.get(m.case.id, [])]
+        if followers:
+            lines.append(f"{_INDENT}consequences (the same defect, seen again): " + ", ".join(
+                f"{c.case.id} ({c.case.requirement}, {c.status})" for c in followers))
+    return lines
+
+
+def verdict_line(run: Run) -> str:
+    counted = f"{len(run.results)} run, {len(run.blocked)} blocked, {run.seconds:.2f} s"
+    ran = len(run.selected) - len(run.not_run)
+    partial = (f"PARTIAL RUN: {ran} of {run.total_cases} cases"
+               + (f", -k {run.selection!r}" if run.selection else "")
+               + (", interrupted" if run.interrupted else ""))
+    if run.verdict == "conformant":
+        return f"CONFORMANT  ({counted})"
+    if run.verdict == "partial":
+        return (f"PASSED ({partial})  ({counted})\n"
+                f"Not a conformance verdict: only a run of every case (no -k) says CONFORMANT.")
+    return f"NOT CONFORMANT  ({counted}" + (f"; {partial})" if run.partial else ")")
+
+
 def write(path: str, data: bytes):
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
+    """Write a report file; its directory must exist (it is never created)."""
     with open(path, "wb") as f:
         f.write(data)

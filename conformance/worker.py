@@ -1,12 +1,15 @@
 """A worker process of the conformance kit: loads the backend library and runs the cases it is
 sent, announcing each before calling into the backend.
 
-    python -m conformance.worker FILE COMMAND_FD EVENT_FD
+    python -m conformance.worker FILE COMMAND_FD EVENT_FD CALL_FD
 
 Commands and events are JSON lines on the two inherited pipes (never stdout, which the vendor's
 code may write to). Events: ``loading``, then ``loaded``; per case ``start``, then ``done`` with
 a status and a message. If the process dies between ``start`` and ``done``, the controller
-records a crash of that case.
+records a crash of that case, named by the backend call noted in CALL_FD (tracing.py).
+
+``run_case`` is also what ``backend-conformance run --in-process`` calls, in the kit's own
+process, for debuggers and sanitizers.
 """
 import gc
 import json
@@ -14,27 +17,32 @@ import os
 import sys
 import traceback
 
+from conformance import tracing
+
 
 class Subject:
-    """The library under test, as the cases see it."""
+    """The library under test, as the cases see it. Every backend object it hands out notes
+    its calls in ``record``."""
 
-    def __init__(self, path):
-        self.path = path
+    def __init__(self, path, record=None):
+        self.path = self.file = path  # the canonical file: nothing here checks the name
+        self.record = record if record is not None else tracing.CallRecord()
         self.library = None
         self.load_failure = None
 
     def load(self):
         from loader import _core
         from loader.loading import check_backend_id
+        self.record.note("dlopen")  # the library's constructors run here
         library, reason, detail = _core.Library.open(self.path)
         if library is None:
             self.load_failure = f"{reason}: {detail}"
             return
-        self.library, self.load_failure = library, None
-        backend_id, _ = check_backend_id(library.read_backend_id())
-        major, minor = library.read_version()
+        self.library, self.load_failure = tracing.Traced(library, self.record), None
+        backend_id, _ = check_backend_id(self.library.read_backend_id())
+        major, minor = self.library.read_version()
         if backend_id is not None:
-            library.accept(backend_id, major, minor)
+            self.library.accept(backend_id, major, minor)
 
     def unload(self):
         if self.library is not None:
@@ -49,9 +57,52 @@ class Subject:
     def backend(self):
         return self.library.create_backend()
 
+    def working_on(self, layer_case: dict):
+        """The layer case (a layer_cases.yaml entry) the next backend calls are for."""
+        self.record.layer = layer_case["id"]
+
+    def identity(self) -> dict:
+        if self.library is None:
+            return {}
+        raw = self.library.read_backend_id()
+        return {"id": None if raw is None else raw.decode("ascii", "backslashreplace"),
+                "version": "%d.%d" % self.library.read_version()}
+
+
+def run_case(subject: Subject, case) -> dict:
+    """Run one case in this process: ``{"status", "message", "layer"}``, where ``layer`` is the
+    layer case a layer mismatch belongs to."""
+    from conformance import cases
+    import loader
+    subject.record.clear()
+    layer = None
+    try:
+        if subject.library is None and case.id != "entry.load":
+            raise cases.Failed(f"the library is not loaded: {subject.load_failure}")
+        status, message = "PASS", case.function(subject) or ""
+    except cases.LayerMismatch as error:
+        status, message, layer = "FAIL", str(error), error.layer_case
+    except cases.Failed as error:
+        status, message = "FAIL", str(error)
+    except cases.NotSupported as error:
+        status, message = "NOT_SUPPORTED", str(error)
+    except cases.Warning_ as error:
+        status, message = "WARNING", str(error)
+    except loader.FeatureNotAvailableError as error:  # declared absent by version or NULL
+        status, message = "NOT_SUPPORTED", str(error)
+    except loader.BackendError as error:  # the backend misbehaved where the case did not expect it
+        status, message = "FAIL", f"{type(error).__name__}: {error}"
+    except Exception as error:  # the case itself broke: not the backend's verdict
+        status = "ERROR"
+        message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
+    subject.record.note("destroy (objects the case left to the garbage collector)")
+    gc.collect()
+    subject.record.clear()
+    return {"status": status, "message": message, "layer": layer}
+
 
 def main(argv):
-    path, command_fd, event_fd = argv[1], int(argv[2]), int(argv[3])
+    path, command_fd, event_fd, call_fd = argv[1], int(argv[2]), int(argv[3]), int(argv[4])
     commands = os.fdopen(command_fd, "r")
     events = os.fdopen(event_fd, "w", buffering=1)
 
@@ -61,41 +112,18 @@ def main(argv):
 
     # Import everything the cases need before touching the library.
     from conformance import cases
-    import loader
+    import loader  # noqa: F401
 
-    subject = Subject(path)
+    subject = Subject(path, tracing.CallRecord(call_fd))
     send(event="loading")
     subject.load()
-    identity = {}
-    if subject.library is not None:
-        raw = subject.library.read_backend_id()
-        identity = {"id": None if raw is None else raw.decode("ascii", "backslashreplace"),
-                    "version": "%d.%d" % subject.library.read_version()}
-    send(event="loaded", failure=subject.load_failure, **identity)
+    send(event="loaded", failure=subject.load_failure, **subject.identity())
 
     for line in commands:
         command = json.loads(line)
         case = cases.INFO if command["case"] == "info" else cases.CASES[command["case"]]
         send(event="start", case=case.id)
-        try:
-            if subject.library is None and case.id != "entry.load":
-                raise cases.Failed(f"the library is not loaded: {subject.load_failure}")
-            status, message = "PASS", case.function(subject) or ""
-        except cases.Failed as error:
-            status, message = "FAIL", str(error)
-        except cases.NotSupported as error:
-            status, message = "NOT_SUPPORTED", str(error)
-        except cases.Warning_ as error:
-            status, message = "WARNING", str(error)
-        except loader.FeatureNotAvailableError as error:  # declared absent by version or NULL
-            status, message = "NOT_SUPPORTED", str(error)
-        except loader.BackendError as error:  # the backend misbehaved where the case did not expect it
-            status, message = "FAIL", f"{type(error).__name__}: {error}"
-        except Exception as error:  # the case itself broke: not the backend's verdict
-            status = "ERROR"
-            message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
-        gc.collect()
-        send(event="done", case=case.id, status=status, message=message)
+        send(event="done", case=case.id, **run_case(subject, case))
     return 0
 
 

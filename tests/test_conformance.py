@@ -6,10 +6,12 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from xml.etree import ElementTree
 
 import pytest
 
+import loader
 import mock_backends
 import reference_backend
 from conformance import cases, runner
@@ -115,11 +117,163 @@ def test_a_crash_at_load_blocks_the_rest():
     assert "SIGSEGV" in run.blocked_by.message
 
 
+# -- one defect, reported once, where it belongs -------------------------------------------------
+
+@pytest.fixture(scope="module")
+def relu_returns_x(tmp_path_factory):
+    """The scaffold's backend with one defect: relu returns its input unchanged."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    from conformance import scaffold
+    directory = tmp_path_factory.mktemp("relu") / "acme"
+    scaffold.write(str(directory), "Acme", "Npu")
+    source = directory / "backend.c"
+    correct = "case BACKEND_ACTIVATION_RELU: return x > 0 ? x : 0;"
+    assert correct in source.read_text()
+    source.write_text(source.read_text().replace(correct, "case BACKEND_ACTIVATION_RELU: return x;"))
+    library = directory / "Acme_Npu_backend.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O1", f"-I{loader.get_include()}", "-o", str(library),
+                    str(source), "-lm"], check=True)
+    return str(library)
+
+
+def test_a_wrong_layer_is_reported_first_by_its_own_case_and_the_rest_as_consequences(relu_returns_x):
+    run = run_kit(relu_returns_x)
+    failed = [r for r in run.results if r.status in runner.BREAKING]
+    assert [r.case.id for r in failed] == ["layers.activation-relu", "lifecycle.outlive-instance",
+                                           "concurrency.threads"]
+    root, *consequences = failed
+    assert root.consequence_of is None
+    assert all(r.status == "FAIL" and r.consequence_of == "layers.activation-relu"
+               for r in consequences)
+    assert consequences[0].message.startswith("consequence of layers.activation-relu (LAYER-1)")
+    # the worst index shows the input that produced it: relu of a negative number
+    match = re.search(r"worst at \[[\d, ]+\]: (\S+), expected 0 \(input (\S+)\)$", root.message)
+    assert match and match.group(1) == match.group(2) and float(match.group(2)) < 0, root.message
+
+
+def test_an_expectation_for_the_root_cause_covers_its_consequences(relu_returns_x, tmp_path):
+    expectations = tmp_path / "expected.yaml"
+    expectations.write_text("expected_failures:\n"
+                            "  - {case: layers.activation-relu, reason: relu fix in 2.1}\n")
+    common = ["run", "--backend", relu_returns_x, "--expectations", str(expectations),
+              "--json", str(tmp_path / "r.json")]
+    assert kit(*common).returncode == 1
+    allowed = kit(*common, "--exit-zero-on-expected")
+    assert allowed.returncode == 0, allowed.stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert summary["verdict"] == "not-conformant"
+    expected = {c["id"]: c["expected_failure"] for c in summary["cases"] if c["status"] == "FAIL"}
+    assert expected == dict.fromkeys(["layers.activation-relu", "lifecycle.outlive-instance",
+                                      "concurrency.threads"], "relu fix in 2.1")
+    consequence = next(c for c in summary["cases"] if c["id"] == "concurrency.threads")
+    assert consequence["consequence_of"] == "layers.activation-relu"
+    assert "consequences (the same defect, seen again): lifecycle.outlive-instance" in allowed.stdout
+
+
+def test_layer_cases_run_before_the_cases_that_also_run_a_layer():
+    stages = [c.stage for c in cases.ordered_cases()]
+    assert stages.index("layers") < stages.index("lifecycle") < stages.index("concurrency")
+
+
+@pytest.mark.parametrize("stem, case_id, status, call", [
+    ("crash_at_load", "entry.load", "CRASH", "dlopen"),
+    ("hang_in_factory", "entry.factory", "TIMEOUT", "BackendFactory"),
+    ("exit_in_capabilities", "abi.capabilities", "CRASH", "get_capabilities"),
+    ("abort_in_support_query", "support.clean-refusal", "CRASH", "is_layer_supported"),
+    ("crash_in_execute", "layers.activation-relu", "CRASH", "execute"),
+])
+def test_a_crash_or_hang_names_the_backend_call_it_happened_in(stem, case_id, status, call):
+    result = next(r for r in run_kit(mock_backends.path(stem), case_id.split(".")[0] + ".*").results
+                  if r.case.id == case_id)
+    assert (result.status, result.call) == (status, call)
+    assert result.message.split("; ")[0].endswith(f" in {call}"), result.message
+
+
+def test_identical_crashes_collapse_into_one_line_with_a_count(tmp_path):
+    result = kit("run", "--backend", mock_backends.path("abort_in_support_query"), "-k",
+                 "layers.activation", "--timeout", str(TIMEOUT), "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1
+    failures = result.stdout.split("Failures")[1].split("\n\n")[0]
+    assert failures.count("CRASH") == 1
+    assert ("CRASH    layers.activation-relu (LAYER-1, stage layers) and 4 more with the same crash: "
+            "the worker was killed by SIGABRT in is_layer_supported") in failures
+    # the JSON keeps one entry per case
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert [c["call"] for c in summary["cases"]] == ["is_layer_supported"] * 5
+
+
+def test_in_process_runs_the_case_in_the_kit_process_for_a_debugger():
+    crash = kit("run", "--backend", mock_backends.path("crash_in_execute"), "-k",
+                "layers.activation-relu", "--in-process")
+    assert crash.returncode == -11  # SIGSEGV: no worker caught it, as a debugger needs
+    passing = kit("run", "--backend", reference_backend.LIBRARY_PATH, "-k", "layers", "--in-process")
+    assert passing.returncode == 4, passing.stdout + passing.stderr
+    assert "PASSED (PARTIAL RUN" in passing.stdout
+
+
 def test_the_controller_never_loads_the_library():
     path = mock_backends.path("crash_in_execute")
     run_kit(path, "layers")
     with open("/proc/self/maps") as maps:
         assert os.path.realpath(path) not in maps.read()
+
+
+# -- a backend given through a symlink ----------------------------------------------------------
+
+@pytest.fixture
+def versioned_layout(tmp_path):
+    """The usual layout: Acme_Npu_backend.so -> Acme_Npu_backend.so.2 (the real file)."""
+    directory = tmp_path / "v"
+    directory.mkdir()
+    target = directory / "Acme_Npu_backend.so.2"
+    shutil.copyfile(reference_backend.LIBRARY_PATH, target)
+    link = directory / "Acme_Npu_backend.so"
+    link.symlink_to(target.name)
+    return link, target
+
+
+def test_a_backend_given_through_a_symlink_is_tested_like_the_file(versioned_layout):
+    link, target = versioned_layout
+    run = run_kit(str(link))
+    assert [(r.case.id, r.status, r.message) for r in run.results if r.status != "PASS"] == []
+    assert run.conformant
+    assert (run.backend_file, run.canonical) == (str(link), str(target))
+
+
+def test_the_name_rule_applies_to_the_name_given_not_to_the_target(tmp_path):
+    real = tmp_path / "libacme.so.2"
+    shutil.copyfile(reference_backend.LIBRARY_PATH, real)
+    good_name = tmp_path / "Acme_Npu_backend.so"
+    good_name.symlink_to(real)
+    bad_name = tmp_path / "acme-npu.so"
+    bad_name.symlink_to(good_name)
+    [passed] = run_kit(str(good_name), "file.name").results
+    [failed] = run_kit(str(bad_name), "file.name").results
+    assert (passed.status, failed.status) == ("PASS", "FAIL")
+    assert "acme-npu.so" in failed.message
+
+
+def test_the_cli_reports_the_path_given_and_the_canonical_file(versioned_layout, tmp_path):
+    link, target = versioned_layout
+    result = kit("run", "--backend", str(link), "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    backend = json.loads((tmp_path / "r.json").read_text())["backend"]
+    assert (backend["file"], backend["canonical"]) == (str(link), str(target))
+    assert f"{link} -> {target}" in result.stdout
+    info = kit("info", "--backend", str(link))
+    assert info.returncode == 0 and "CpuRef" in info.stdout, info.stderr
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda d: (d / "Acme_Npu_backend.so").symlink_to(d / "gone.so.2"), "dangling symlink"),
+    (lambda d: (d / "Acme_Npu_backend.so").mkdir(), "a directory"),
+])
+def test_a_backend_path_that_leads_to_no_file_is_a_usage_error(tmp_path, make, words):
+    make(tmp_path)
+    result = kit("run", "--backend", str(tmp_path / "Acme_Npu_backend.so"))
+    assert result.returncode == 2 and words in result.stderr
+    assert "Traceback" not in result.stderr
 
 
 # -- the command line -------------------------------------------------------------------------
@@ -142,9 +296,138 @@ def test_run_reports_json_and_junit(tmp_path):
     for case in summary["cases"]:
         assert set(case) >= {"id", "requirement", "status", "stage", "message"}
         assert case["requirement"] in REQUIREMENTS
+    assert summary["partial"] is False
+    assert summary["selection"] == {"k": None, "selected": len(cases.CASES), "total": len(cases.CASES)}
+    assert summary["options"]["timeout"] == runner.DEFAULT_TIMEOUT
+    assert summary["kit_version"] and summary["api_version"] == str(loader.BACKEND_API_VERSION)
+    assert summary["platform"]["machine"] and summary["platform"]["python"]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ", summary["started"])
     suite = ElementTree.parse(tmp_path / "r.xml").getroot()
     assert suite.get("failures") == "0" and suite.get("errors") == "0"
     assert len(suite.findall("testcase")) == len(cases.CASES)
+
+
+# -- progress -----------------------------------------------------------------------------------
+
+def test_progress_in_a_log_names_each_case_as_it_starts_so_a_hang_shows_where():
+    """Standard error is a pipe, as in CI: each case still gets a line, written before the case
+    runs, so while the factory hangs the last line names entry.factory."""
+    process = subprocess.Popen(
+        ["backend-conformance", "run", "--backend", mock_backends.path("hang_in_factory"),
+         "--timeout", "3"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, cwd="/")
+    lines = []
+    try:
+        for line in process.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.split()[-1:] == ["entry.factory"]:
+                assert process.poll() is None, "the line came only after the case"
+                break
+        assert lines[0] == f"[ 1/{len(cases.CASES)}] file.name", lines
+        assert [line.split()[-1] for line in lines[:4]] == [
+            "file.name", "file.elf", "file.entry-points", "file.symbol-hygiene"]
+        assert "entry.factory" in lines[-1]
+        rest = process.stderr.read()
+        assert "TIMEOUT  entry.factory" in rest
+    finally:
+        process.wait(timeout=60)
+    assert process.returncode == 1
+
+
+def test_progress_on_a_terminal_rewrites_one_line_announcing_the_case_that_starts():
+    import io
+    from conformance import report
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    stream = Terminal()
+    progress = report.Progress(stream)
+    case = cases.CASES["entry.factory"]
+    progress.started(case, 5, 55)
+    assert stream.getvalue() == "\r\x1b[K[ 5/55] entry.factory"
+    progress.finished(runner.Result(case, "TIMEOUT", "no answer"), 5, 55)
+    assert stream.getvalue().endswith("\r\x1b[KTIMEOUT  entry.factory: no answer\n")
+
+
+# -- Ctrl-C ------------------------------------------------------------------------------------
+
+def _worker_processes(backend_path):
+    found = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                arguments = f.read().split(b"\0")
+        except OSError:
+            continue
+        if b"conformance.worker" in arguments and os.fsencode(backend_path) in arguments:
+            found.append(int(pid))
+    return found
+
+
+def test_ctrl_c_writes_the_partial_reports_and_exits_130(tmp_path):
+    import signal
+    path = mock_backends.path("hang_in_factory")
+    process = subprocess.Popen(
+        ["backend-conformance", "run", "--backend", path, "--timeout", "120",
+         "--json", str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd="/")
+    try:
+        for line in process.stderr:
+            if line.split()[-1:] == ["entry.factory"]:
+                break
+        time.sleep(0.5)  # the worker is inside BackendFactory, which never returns
+        process.send_signal(signal.SIGINT)
+        stdout, _ = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130
+    assert "INTERRUPTED during entry.factory" in stdout
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("partial", True)
+    assert summary["interrupted"]["during"] == "entry.factory"
+    assert len(summary["interrupted"]["not_run"]) == len(cases.CASES) - len(summary["cases"])
+    assert [c["status"] for c in summary["cases"]] == ["PASS"] * len(summary["cases"])
+    assert summary["cases"][-1]["id"] == "entry.version"
+    suite = ElementTree.parse(tmp_path / "r.xml").getroot()
+    assert len(suite.findall("testcase")) == len(cases.CASES)
+    assert not _worker_processes(os.path.realpath(path)), "the hanging worker was left behind"
+
+
+# -- partial runs -----------------------------------------------------------------------------
+
+def test_a_subset_that_passes_is_a_partial_run_never_conformant():
+    run = run_kit(reference_backend.LIBRARY_PATH, "file,entry")
+    assert all(r.status == "PASS" for r in run.results)
+    assert run.partial and run.verdict == "partial" and not run.conformant
+
+
+def test_a_selection_that_covers_every_case_is_a_full_run():
+    run = run_kit(reference_backend.LIBRARY_PATH, "not no-such-case")
+    assert not run.partial and run.verdict == "conformant"
+
+
+def test_the_cli_gives_a_partial_run_its_own_verdict_exit_code_and_record(tmp_path):
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "-k", "file",
+                 "--json", str(tmp_path / "r.json"), "--junit-xml", str(tmp_path / "r.xml"))
+    assert result.returncode == 4, result.stdout + result.stderr
+    assert f"PASSED (PARTIAL RUN: 5 of {len(cases.CASES)} cases, -k 'file')" in result.stdout
+    assert not any(line.startswith("CONFORMANT") for line in result.stdout.splitlines())
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("partial", True)
+    assert summary["selection"] == {"k": "file", "selected": 5, "total": len(cases.CASES)}
+    assert summary["options"]["k"] == "file"
+    properties = {p.get("name"): p.get("value")
+                  for p in ElementTree.parse(tmp_path / "r.xml").getroot().iter("property")}
+    assert (properties["verdict"], properties["selection"]) == ("partial", "file")
+
+
+def test_a_failure_in_a_partial_run_is_not_conformant(tmp_path):
+    result = kit("run", "--backend", mock_backends.path("wrong_convolution"), "-k", "conv-valid",
+                 "--json", str(tmp_path / "r.json"))
+    assert result.returncode == 1
+    summary = json.loads((tmp_path / "r.json").read_text())
+    assert (summary["verdict"], summary["partial"]) == ("not-conformant", True)
 
 
 def test_a_failure_comes_with_a_command_that_reproduces_it(tmp_path):
@@ -198,6 +481,8 @@ def test_expectations_annotate_but_never_make_conformant(tmp_path):
     ("expected_failures: [{case: x}]", ["reason"]),
     ("[1, 2]", ["expected_failures"]),
     ("expected_failures: [", ["not valid YAML"]),
+    ("expected_failures: [{case: x, reason: y, reasons: z}]", ["unknown key 'reasons'", "entry 1"]),
+    ("expected_failure: [{case: x, reason: y}]", ["unknown key 'expected_failure'"]),
 ])
 def test_malformed_expectations_are_a_usage_error(tmp_path, content, words):
     (tmp_path / "e.yaml").write_text(content)
@@ -214,6 +499,67 @@ def test_malformed_expectations_are_a_usage_error(tmp_path, content, words):
                                                    "--timeout", "0"]])
 def test_usage_errors_exit_2(args):
     assert kit(*args).returncode == 2
+
+
+@pytest.mark.parametrize("value", ["inf", "-inf", "nan", "1e400", "-1", "ten", "1e9"])
+def test_a_timeout_that_is_not_a_finite_positive_number_is_a_usage_error(value):
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--timeout", value)
+    assert result.returncode == 2
+    assert "--timeout" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize("option", ["--json", "--junit-xml"])
+def test_a_report_path_that_cannot_be_written_is_refused_before_the_run(tmp_path, option):
+    for path, words in ((tmp_path, "is a directory"),
+                        (tmp_path / "missing" / "dir" / "r.json", "does not exist")):
+        result = kit("run", "--backend", reference_backend.LIBRARY_PATH, option, str(path))
+        assert result.returncode == 2, result.stdout + result.stderr
+        assert words in result.stderr and "Traceback" not in result.stderr
+        assert "CONFORMANT" not in result.stdout  # nothing ran
+    assert not (tmp_path / "missing").exists()  # never created
+
+
+def test_json_to_standard_output_leaves_the_summary_for_people_on_standard_error():
+    result = kit("run", "--backend", reference_backend.LIBRARY_PATH, "--json", "-")
+    assert result.returncode == 0
+    assert json.loads(result.stdout)["verdict"] == "conformant"
+    assert "CONFORMANT" in result.stderr
+
+
+def test_a_report_that_cannot_be_written_after_the_run_exits_3(tmp_path, monkeypatch, capsys):
+    from conformance import cli, report
+
+    def disk_full(path, data):
+        raise OSError(28, "No space left on device")
+    monkeypatch.setattr(report, "write", disk_full)
+    code = cli.main(["run", "--backend", reference_backend.LIBRARY_PATH, "-q", "-k", "file.name",
+                     "--json", str(tmp_path / "r.json")])
+    assert code == cli.EXIT_INTERNAL == 3
+    assert "No space left on device" in capsys.readouterr().err
+
+
+def test_an_internal_error_exits_3_with_its_trace(monkeypatch, capsys):
+    from conformance import cli, report
+
+    def broken(*args):
+        raise RuntimeError("planted bug")
+    monkeypatch.setattr(report, "terminal_summary", broken)
+    code = cli.main(["run", "--backend", reference_backend.LIBRARY_PATH, "-q", "-k", "file.name"])
+    err = capsys.readouterr().err
+    assert code == 3 and "internal error" in err and "RuntimeError: planted bug" in err
+
+
+@pytest.mark.parametrize("make_directory, words", [
+    (lambda tmp: "/proc/x", "cannot create /proc/x"),
+    (lambda tmp: str(tmp / "missing" / "acme"), "does not exist"),
+    (lambda tmp: (tmp / "file").write_text("x") and str(tmp / "file"), "not a directory"),
+])
+def test_init_refuses_a_directory_it_cannot_use(tmp_path, make_directory, words):
+    directory = make_directory(tmp_path)
+    result = kit("init", "--vendor", "Acme", "--name", "Npu", directory)
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr
+    assert not (tmp_path / "missing").exists()
 
 
 def test_list_names_every_case_and_its_requirement():
@@ -240,18 +586,82 @@ def test_module_entry_point():
 
 # -- the pytest plugin ------------------------------------------------------------------------
 
-def test_pytest_backend_runs_the_same_cases(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                             "--backend", mock_backends.path("wrong_convolution"), "-k", "conv"],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+def pytest_in(directory, *args):
+    return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args],
+                          capture_output=True, text=True, cwd=directory, timeout=300)
+
+
+def test_pytest_runs_the_same_cases(tmp_path):
+    result = pytest_in(tmp_path, "-q", f"--conformance-backend={mock_backends.path('wrong_convolution')}",
+                       "-k", "conv")
     assert result.returncode == 1
     assert "FAIL layers.conv-valid (LAYER-1" in result.stdout
     assert "reproduce: backend-conformance run" in result.stdout
-    ok = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                         "--backend", reference_backend.LIBRARY_PATH], capture_output=True,
-                        text=True, cwd=tmp_path, timeout=300)
+    ok = pytest_in(tmp_path, "-q", f"--conformance-backend={reference_backend.LIBRARY_PATH}")
     assert ok.returncode == 0, ok.stdout
     assert f"{len(cases.CASES)} passed" in ok.stdout
+
+
+@pytest.fixture
+def suite_with_its_own_backend_option(tmp_path):
+    """Someone else's test suite, with a --backend option of its own."""
+    (tmp_path / "conftest.py").write_text(
+        "def pytest_addoption(parser):\n"
+        "    parser.addoption('--backend', default='cpu', help='which device to test')\n")
+    (tmp_path / "test_device.py").write_text(
+        "def test_device(request):\n"
+        "    assert request.config.getoption('backend') == 'gpu'\n")
+    return tmp_path
+
+
+def test_a_suite_that_defines_its_own_backend_option_is_left_alone(suite_with_its_own_backend_option):
+    result = pytest_in(suite_with_its_own_backend_option, "-q", "--backend", "gpu")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "1 passed" in result.stdout
+    assert "deprecated" not in result.stdout + result.stderr
+
+
+def test_the_namespaced_option_runs_beside_a_suite_own_backend_option(suite_with_its_own_backend_option,
+                                                                       tmp_path):
+    link = tmp_path / "Acme_Npu_backend.so"  # through a symlink, as vendors install them
+    link.symlink_to(reference_backend.LIBRARY_PATH)
+    result = pytest_in(suite_with_its_own_backend_option, "-rA", "--backend", "gpu",
+                       f"--conformance-backend={link}", "-k", "device or file.",
+                       f"--junit-xml={tmp_path / 'j.xml'}")
+    assert result.returncode == 0, result.stdout + result.stderr
+    # counted like any other items: collected, then deselected and selected
+    assert f"collected {len(cases.CASES) + 1} items / {len(cases.CASES) - 5} deselected / " \
+           f"6 selected" in result.stdout
+    assert f"backend-conformance: {link} -> {reference_backend.LIBRARY_PATH}" in result.stdout
+    assert "PASSED Acme_Npu_backend.so::file.elf" in result.stdout
+    assert "::file" not in result.stdout.replace("Acme_Npu_backend.so::file", "")
+    assert ".." not in "".join(line for line in result.stdout.splitlines() if "PASSED" in line)
+    classnames = {case.get("name"): case.get("classname")
+                  for case in ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")}
+    assert classnames == {"test_device": "test_device", **{
+        case_id: "Acme_Npu_backend.so" for case_id in cases.CASES if case_id.startswith("file.")}}
+
+
+def test_the_former_backend_option_still_works_with_a_deprecation_warning(tmp_path):
+    result = pytest_in(tmp_path, "-q", "--backend", reference_backend.LIBRARY_PATH, "-k", "file.")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "5 passed" in result.stdout
+    assert "--backend is deprecated: use --conformance-backend" in result.stdout
+
+
+def test_the_plugin_can_be_kept_out_of_a_session(tmp_path):
+    result = pytest_in(tmp_path, "-p", "no:backend_conformance",
+                       f"--conformance-backend={reference_backend.LIBRARY_PATH}")
+    assert result.returncode == 4  # pytest: usage error
+    assert "unrecognized arguments: --conformance-backend" in result.stderr
+
+
+def test_pytest_refuses_a_backend_that_is_not_a_file_and_a_timeout_that_is_not_finite(tmp_path):
+    result = pytest_in(tmp_path, f"--conformance-backend={tmp_path}")
+    assert result.returncode == 4 and "a directory" in result.stderr
+    result = pytest_in(tmp_path, f"--conformance-backend={reference_backend.LIBRARY_PATH}",
+                       "--conformance-timeout=inf")
+    assert result.returncode == 4 and "--conformance-timeout: 'inf'" in result.stderr
 
 
 # -- onboarding -------------------------------------------------------------------------------
@@ -269,6 +679,26 @@ def test_init_writes_a_backend_that_passes_out_of_the_box(tmp_path):
     assert "CONFORMANT" in result.stdout
     assert kit("init", "--vendor", "Acme", "--name", "Npu", str(directory)).returncode == 2
     assert kit("init", "--vendor", "Ac-me", "--name", "Npu", str(tmp_path / "x")).returncode == 2
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
+                    reason="needs make and a C compiler")
+def test_the_generated_makefile_builds_outside_the_environment_and_fails_clearly(tmp_path):
+    directory = tmp_path / "acme"
+    assert kit("init", "--vendor", "Acme", "--name", "Npu", str(directory)).returncode == 0
+    bare = {"PATH": "/usr/bin:/bin", "HOME": str(tmp_path)}  # no virtualenv, no loader
+    build = subprocess.run(["make", "-C", str(directory)], capture_output=True, text=True, env=bare)
+    assert build.returncode == 0, build.stdout + build.stderr
+    assert "Traceback" not in build.stderr
+    assert (directory / "Acme_Npu_backend.so").is_file()
+    wrong = subprocess.run(["make", "-C", str(directory), "-B", "BACKEND_API_INCLUDE=/nonexistent"],
+                           capture_output=True, text=True, env=bare)
+    assert wrong.returncode != 0 and "Traceback" not in wrong.stderr
+    assert "backend_api.h is not in BACKEND_API_INCLUDE=/nonexistent" in wrong.stderr
+    check = subprocess.run(["make", "-C", str(directory), "check",
+                            "BACKEND_CONFORMANCE=no-such-kit-command"],
+                           capture_output=True, text=True, env=bare)
+    assert check.returncode != 0 and "no-such-kit-command is not on PATH" in check.stderr
 
 
 def test_requirements_document_and_table_agree():
