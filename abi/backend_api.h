@@ -51,7 +51,7 @@ extern "C" {
 
 /* The Backend API version this header describes. */
 #define BACKEND_API_VERSION_MAJOR 1
-#define BACKEND_API_VERSION_MINOR 1
+#define BACKEND_API_VERSION_MINOR 2
 
 /* Longest backend id a runtime accepts, in bytes, not counting the NUL. */
 #define BACKEND_ID_MAX_LENGTH 256
@@ -363,6 +363,165 @@ struct BackendContext {
 #define BACKEND_CONTEXT_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendContext, destroy)
 
 /* ========================================================================
+ * Sub-graphs (Backend API 1.2)
+ *
+ * A runtime that runs networks hands each backend the connected parts of
+ * the network assigned to it as a BackendSubgraph, through the instance's
+ * optional optimize_subgraph(). The backend answers by recording views:
+ *
+ *   substitution  layers it replaced with one BackendCompiledSubgraph, with
+ *                 the tensors crossing the boundary of those layers;
+ *   failed        a layer it cannot take after all, with a reason; the
+ *                 runtime offers it to the next backend in its preference
+ *                 order;
+ *   untouched     a layer it leaves alone; the runtime runs it as one
+ *                 workload from create_workload_factory().
+ *
+ * Every layer offered must land in exactly one view. The runtime checks the
+ * answer as a whole and refuses the network if it is not an exact cover, or
+ * if a substitution's boundary is not the set of tensors that cross it.
+ *
+ * Arrays of structs in this section are arrays of pointers, so that every
+ * element may grow in a later minor version without changing the stride.
+ * ======================================================================== */
+
+#define BACKEND_SUBGRAPH_TENSOR_BOUNDARY_INPUT 0 /* produced outside the sub-graph */
+#define BACKEND_SUBGRAPH_TENSOR_CONSTANT       1 /* constant data, given in `data` */
+#define BACKEND_SUBGRAPH_TENSOR_INTERNAL       2 /* produced by a layer of the sub-graph */
+
+/* One tensor of a sub-graph. */
+typedef struct BackendSubgraphTensor {
+    uint32_t struct_size;
+    uint32_t kind;                        /* BACKEND_SUBGRAPH_TENSOR_* */
+    BackendTensorInfo info;               /* data type and shape */
+    /* CONSTANT only (NULL otherwise): borrowed, size_bytes of dense data.
+       The runtime keeps it valid and unchanged until every compiled
+       sub-graph created from this sub-graph is destroyed, so a compiled
+       sub-graph may keep the pointer instead of copying. */
+    const void *data;
+    uint64_t size_bytes;                  /* CONSTANT: bytes at `data`; otherwise 0 */
+    /* Append new members at the end only. */
+} BackendSubgraphTensor;
+
+#define BACKEND_SUBGRAPH_TENSOR_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendSubgraphTensor, size_bytes)
+
+/* One layer of a sub-graph. */
+typedef struct BackendSubgraphLayer {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* The layer's id, unique within the network and the same every time the
+       network is loaded: the debug handle through which a backend names the
+       layer in its views (and, later, in its events). */
+    uint64_t id;
+    /* Borrowed: the layer as is_layer_supported() sees it (type, tensor
+       infos, descriptor). */
+    const BackendLayerDescription *description;
+    /* Borrowed: description->num_inputs indices into the sub-graph's
+       tensors, in the layer's input order. */
+    const uint32_t *input_tensors;
+    /* Borrowed: description->num_outputs indices into the sub-graph's
+       tensors. */
+    const uint32_t *output_tensors;
+    /* Append new members at the end only. */
+} BackendSubgraphLayer;
+
+#define BACKEND_SUBGRAPH_LAYER_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendSubgraphLayer, output_tensors)
+
+/* A connected part of a network, assigned to one backend. Borrowed: every
+   pointer is valid only for the duration of optimize_subgraph(), except the
+   constant data described above. */
+typedef struct BackendSubgraph {
+    uint32_t struct_size;
+    uint32_t num_tensors;
+    const BackendSubgraphTensor *const *tensors; /* borrowed, num_tensors entries */
+    uint32_t num_layers;                  /* >= 1 */
+    uint32_t num_inputs;
+    /* Borrowed, num_layers entries, in an order in which each layer's inputs
+       are produced before it. */
+    const BackendSubgraphLayer *const *layers;
+    /* Borrowed, num_inputs entries: indices of the BOUNDARY_INPUT tensors,
+       each once. */
+    const uint32_t *inputs;
+    uint32_t num_outputs;
+    uint32_t reserved;                    /* zero */
+    /* Borrowed, num_outputs entries: indices of the INTERNAL tensors read
+       outside the sub-graph (by other layers of the network or as network
+       outputs), each once. */
+    const uint32_t *outputs;
+    /* Append new members at the end only. */
+} BackendSubgraph;
+
+#define BACKEND_SUBGRAPH_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendSubgraph, outputs)
+
+/* ========================================================================
+ * Compiled sub-graph (Backend API 1.2)
+ *
+ * What a backend makes of one or more layers of a sub-graph: opaque to the
+ * runtime, run on the buffers of its boundary. Owned by the runtime from the
+ * moment it is handed to add_substitution(), released with destroy(). Stays
+ * valid after the instance that created it is destroyed. execute() may be
+ * called any number of times, but not concurrently on one compiled
+ * sub-graph.
+ * ======================================================================== */
+typedef struct BackendCompiledSubgraph BackendCompiledSubgraph;
+
+struct BackendCompiledSubgraph {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* Reads `inputs` and writes every one of `outputs`, in the order of the
+       boundary given to add_substitution(). Buffers are borrowed for the
+       call and never alias one another. */
+    BackendStatus (*execute)(BackendCompiledSubgraph *self,
+                             const BackendBuffer *inputs, uint32_t num_inputs,
+                             const BackendBuffer *outputs, uint32_t num_outputs,
+                             char *message, size_t message_size);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendCompiledSubgraph *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_COMPILED_SUBGRAPH_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendCompiledSubgraph, destroy)
+
+/* ========================================================================
+ * Optimization views (Backend API 1.2)
+ *
+ * Provided by the runtime to optimize_subgraph() and valid only during that
+ * call: the backend records its answer through these functions. Each
+ * returns BACKEND_STATUS_OK, or INVALID_ARGUMENT when the arguments
+ * themselves are unusable (NULL arrays, counts larger than the sub-graph);
+ * the runtime then refuses the whole answer. Layer ids are
+ * BackendSubgraphLayer.id values; tensors are indices into the sub-graph's
+ * tensors.
+ * ======================================================================== */
+typedef struct BackendOptimizationViews BackendOptimizationViews;
+
+struct BackendOptimizationViews {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* The layers `layer_ids` are replaced by `compiled`, which reads the
+       tensors `inputs` (the non-constant tensors those layers read and do
+       not produce) and writes `outputs` (the tensors those layers produce
+       that are read by any other layer or are sub-graph outputs). Ownership
+       of `compiled` passes to the runtime with this call, whatever it
+       returns. The arrays are borrowed for the call. */
+    BackendStatus (*add_substitution)(BackendOptimizationViews *self,
+                                      const uint64_t *layer_ids, uint32_t num_layer_ids,
+                                      const uint32_t *inputs, uint32_t num_inputs,
+                                      const uint32_t *outputs, uint32_t num_outputs,
+                                      BackendCompiledSubgraph *compiled);
+    /* The backend cannot take the layer; `reason` (borrowed, NUL-terminated)
+       says why. */
+    BackendStatus (*add_failed)(BackendOptimizationViews *self, uint64_t layer_id,
+                                const char *reason);
+    /* The layer runs unchanged, as a workload. */
+    BackendStatus (*add_untouched)(BackendOptimizationViews *self, uint64_t layer_id);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_OPTIMIZATION_VIEWS_SIZE_1_2 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendOptimizationViews, add_untouched)
+
+/* ========================================================================
  * Backend instance
  *
  * What BackendFactory() returns. An instance is a light, stateless entry
@@ -377,7 +536,8 @@ struct BackendContext {
  *
  * Members after `destroy` are function pointers a runtime reads only when
  * struct_size covers them (BACKEND_STRUCT_HAS). A NULL optional member means
- * the feature is not implemented.
+ * the feature is not implemented. A backend built against 1.0 or 1.1 has no
+ * optimize_subgraph and never receives a sub-graph.
  * ======================================================================== */
 typedef struct BackendInstance BackendInstance;
 
@@ -444,11 +604,24 @@ struct BackendInstance {
                                           const BackendAllocator *allocator,
                                           char *message, size_t message_size);
 
+    /* ---- Backend API 1.2 ---- */
+
+    /* Optimizes `subgraph` (borrowed, see BackendSubgraph) by recording, for
+       every one of its layers, exactly one view in `views` (borrowed, valid
+       only during the call). OK when the answer is complete; any other
+       status fails the network load with `message`. Optional: NULL means
+       every layer the backend accepts runs untouched. */
+    BackendStatus (*optimize_subgraph)(const BackendInstance *self,
+                                       const BackendSubgraph *subgraph,
+                                       BackendOptimizationViews *views,
+                                       char *message, size_t message_size);
+
     /* Append new members at the end only. */
 };
 
 #define BACKEND_INSTANCE_SIZE_1_0 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, destroy)
 #define BACKEND_INSTANCE_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, use_custom_allocator)
+#define BACKEND_INSTANCE_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, optimize_subgraph)
 
 /* ========================================================================
  * Entry points

@@ -146,6 +146,59 @@ cdef extern from "backend_api.h" nogil:
                                               char *message, size_t message_size) noexcept nogil
         void (*destroy)(BackendContext *self) noexcept nogil
 
+    enum:
+        BACKEND_SUBGRAPH_TENSOR_BOUNDARY_INPUT
+        BACKEND_SUBGRAPH_TENSOR_CONSTANT
+        BACKEND_SUBGRAPH_TENSOR_INTERNAL
+
+    ctypedef struct BackendSubgraphTensor:
+        uint32_t struct_size
+        uint32_t kind
+        BackendTensorInfo info
+        const void *data
+        uint64_t size_bytes
+
+    ctypedef struct BackendSubgraphLayer:
+        uint32_t struct_size
+        uint32_t reserved
+        uint64_t id
+        const BackendLayerDescription *description
+        const uint32_t *input_tensors
+        const uint32_t *output_tensors
+
+    ctypedef struct BackendSubgraph:
+        uint32_t struct_size
+        uint32_t num_tensors
+        const BackendSubgraphTensor *const *tensors
+        uint32_t num_layers
+        uint32_t num_inputs
+        const BackendSubgraphLayer *const *layers
+        const uint32_t *inputs
+        uint32_t num_outputs
+        uint32_t reserved
+        const uint32_t *outputs
+
+    cdef struct BackendCompiledSubgraph:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*execute)(BackendCompiledSubgraph *self,
+                                 const BackendBuffer *inputs, uint32_t num_inputs,
+                                 const BackendBuffer *outputs, uint32_t num_outputs,
+                                 char *message, size_t message_size) noexcept nogil
+        void (*destroy)(BackendCompiledSubgraph *self) noexcept nogil
+
+    cdef struct BackendOptimizationViews:
+        uint32_t struct_size
+        uint32_t reserved
+        BackendStatus (*add_substitution)(BackendOptimizationViews *self,
+                                          const uint64_t *layer_ids, uint32_t num_layer_ids,
+                                          const uint32_t *inputs, uint32_t num_inputs,
+                                          const uint32_t *outputs, uint32_t num_outputs,
+                                          BackendCompiledSubgraph *compiled) noexcept nogil
+        BackendStatus (*add_failed)(BackendOptimizationViews *self, uint64_t layer_id,
+                                    const char *reason) noexcept nogil
+        BackendStatus (*add_untouched)(BackendOptimizationViews *self, uint64_t layer_id) noexcept nogil
+
     cdef struct BackendInstance:
         uint32_t struct_size
         uint32_t api_major
@@ -171,9 +224,19 @@ cdef extern from "backend_api.h" nogil:
         BackendStatus (*use_custom_allocator)(const BackendInstance *self,
                                               const BackendAllocator *allocator,
                                               char *message, size_t message_size) noexcept nogil
+        BackendStatus (*optimize_subgraph)(const BackendInstance *self,
+                                           const BackendSubgraph *subgraph,
+                                           BackendOptimizationViews *views,
+                                           char *message, size_t message_size) noexcept nogil
 
     const size_t BACKEND_INSTANCE_SIZE_1_0
     const size_t BACKEND_INSTANCE_SIZE_1_1
+    const size_t BACKEND_INSTANCE_SIZE_1_2
+    const size_t BACKEND_SUBGRAPH_TENSOR_SIZE_1_2
+    const size_t BACKEND_SUBGRAPH_LAYER_SIZE_1_2
+    const size_t BACKEND_SUBGRAPH_SIZE_1_2
+    const size_t BACKEND_COMPILED_SUBGRAPH_SIZE_1_2
+    const size_t BACKEND_OPTIMIZATION_VIEWS_SIZE_1_2
     const size_t BACKEND_TENSOR_INFO_SIZE_1_1
     const size_t BACKEND_BUFFER_SIZE_1_1
     const size_t BACKEND_LAYER_DESCRIPTION_SIZE_1_1

@@ -18,6 +18,7 @@ cdef extern from *:
     DBK_FEATURE(create_workload_factory)
     DBK_FEATURE(create_backend_context)
     DBK_FEATURE(use_custom_allocator)
+    DBK_FEATURE(optimize_subgraph)
     """
     bint dbk_covers_get_capabilities(const abi.BackendInstance *p)
     bint dbk_has_get_capabilities(const abi.BackendInstance *p)
@@ -31,6 +32,8 @@ cdef extern from *:
     bint dbk_has_create_backend_context(const abi.BackendInstance *p)
     bint dbk_covers_use_custom_allocator(const abi.BackendInstance *p)
     bint dbk_has_use_custom_allocator(const abi.BackendInstance *p)
+    bint dbk_covers_optimize_subgraph(const abi.BackendInstance *p)
+    bint dbk_has_optimize_subgraph(const abi.BackendInstance *p)
 
 
 cdef class Feature:
@@ -52,7 +55,8 @@ cdef class Feature:
         if self.index == 2: return dbk_covers_create_memory_manager(p)
         if self.index == 3: return dbk_covers_create_workload_factory(p)
         if self.index == 4: return dbk_covers_create_backend_context(p)
-        return dbk_covers_use_custom_allocator(p)
+        if self.index == 5: return dbk_covers_use_custom_allocator(p)
+        return dbk_covers_optimize_subgraph(p)
 
     cdef bint present(self, const abi.BackendInstance *p):
         if self.index == 0: return dbk_has_get_capabilities(p)
@@ -60,7 +64,8 @@ cdef class Feature:
         if self.index == 2: return dbk_has_create_memory_manager(p)
         if self.index == 3: return dbk_has_create_workload_factory(p)
         if self.index == 4: return dbk_has_create_backend_context(p)
-        return dbk_has_use_custom_allocator(p)
+        if self.index == 5: return dbk_has_use_custom_allocator(p)
+        return dbk_has_optimize_subgraph(p)
 
     def __repr__(self):
         return f"<Feature {self.name} ({self.member}, 1.{self.since_minor})>"
@@ -73,6 +78,7 @@ FEATURES = (
     Feature(3, "create_workload_factory", "WorkloadFactory", True, 1),
     Feature(4, "create_backend_context", "BackendContext", False, 1),
     Feature(5, "use_custom_allocator", "CustomMemoryAllocator", False, 1),
+    Feature(6, "optimize_subgraph", "SubgraphOptimization", False, 2),
 )
 cdef Feature _GET_CAPABILITIES = FEATURES[0]
 cdef Feature _LAYER_SUPPORT = FEATURES[1]
@@ -80,6 +86,7 @@ cdef Feature _MEMORY_MANAGER = FEATURES[2]
 cdef Feature _WORKLOAD_FACTORY = FEATURES[3]
 cdef Feature _BACKEND_CONTEXT = FEATURES[4]
 cdef Feature _CUSTOM_ALLOCATOR = FEATURES[5]
+cdef Feature _SUBGRAPH_OPTIMIZATION = FEATURES[6]
 
 
 def skew_detail(uint32_t minor):

@@ -13,7 +13,7 @@
  *   MOCK_RUNS_RELU           the instance supports one layer, Activation with relu, and runs it;
  *                            MOCK_BEFORE_EXECUTE() (empty by default) runs first in execute()
  *
- * mock_new_instance() returns a well-formed Backend API 1.1 instance (no capabilities, every
+ * mock_new_instance() returns a well-formed instance of the header's version (no capabilities, every
  * layer refused) that a mock may alter before returning it.
  */
 #ifndef MOCK_BACKENDS_SKELETON_H

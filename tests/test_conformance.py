@@ -66,7 +66,7 @@ def test_the_reference_backend_is_conformant():
     run = run_kit(reference_backend.LIBRARY_PATH)
     assert [(r.case.id, r.status, r.message) for r in run.results if r.status != "PASS"] == []
     assert run.conformant and not run.blocked
-    assert (run.backend_id, run.backend_version) == ("CpuRef", "1.1")
+    assert (run.backend_id, run.backend_version) == ("CpuRef", str(loader.BACKEND_API_VERSION))
     assert {r.case.id for r in run.results} == set(cases.CASES)
 
 
@@ -290,7 +290,7 @@ def test_run_reports_json_and_junit(tmp_path):
     assert "CONFORMANT" in result.stdout
     summary = json.loads((tmp_path / "r.json").read_text())
     assert summary["verdict"] == "conformant"
-    assert summary["backend"]["id"] == "CpuRef" and summary["backend"]["version"] == "1.1"
+    assert summary["backend"]["id"] == "CpuRef" and summary["backend"]["version"] == str(loader.BACKEND_API_VERSION)
     assert re.fullmatch(r"[0-9a-f]{64}", summary["backend"]["sha256"])
     assert summary["counts"]["PASS"] == len(cases.CASES)
     for case in summary["cases"]:
@@ -571,7 +571,7 @@ def test_list_names_every_case_and_its_requirement():
 def test_info_shows_id_version_and_claimed_layers():
     result = kit("info", "--backend", reference_backend.LIBRARY_PATH, "--json")
     info = json.loads(result.stdout)
-    assert info["id"] == "CpuRef" and info["version"] == "1.1"
+    assert info["id"] == "CpuRef" and info["version"] == str(loader.BACKEND_API_VERSION)
     assert set(info["layers"]) == {"Activation", "Addition", "Multiplication", "FullyConnected",
                                    "Convolution2d", "DepthwiseConvolution2d", "Pooling2d",
                                    "Softmax", "Reshape"}

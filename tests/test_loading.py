@@ -36,6 +36,7 @@ EXPECTED = {
 }
 
 VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlder",
+         "minor_previous": "MockMinorPrevious",
          "factory_missing_required_function": "MockMissingRequired"}
 
 
@@ -180,7 +181,8 @@ def test_scanning_every_mock_at_once_reports_each_reason():
     # Mock_Alpha_backend.so sorts before Mock_DuplicateOfAlpha_backend.so, so it wins.
     assert by_name[mock_backends.library_name("duplicate_of_alpha")]["reason"] == \
         "duplicate-backend-id"
-    assert report["registered"] == ["MockAlpha", "MockBeta", "MockMissingRequired", "MockMinorOlder"]
+    assert report["registered"] == ["MockAlpha", "MockBeta", "MockMissingRequired", "MockMinorOlder",
+                                    "MockMinorPrevious"]
 
 
 def _end_of_segments(data):
