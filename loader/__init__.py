@@ -90,11 +90,14 @@ from loader.errors import (
     FeatureNotAvailableError,
     InvalidArgumentError,
     InvalidLayerError,
+    InvalidOptimizationError,
     InvalidSearchPathError,
     InvalidStateError,
     LayerNotSupportedError,
     LibraryClosedError,
     MissingBackendsError,
+    NetworkError,
+    NoBackendForLayerError,
     RuntimeClosedError,
     UnknownLayerError,
 )
@@ -112,6 +115,12 @@ def __getattr__(name):
     if name == "LAYERS":
         from loader.layers import LAYERS
         return LAYERS
+    if name == "Network":
+        from loader.network import Network
+        return Network
+    if name == "LoadedNetwork":
+        from loader.loaded_network import LoadedNetwork
+        return LoadedNetwork
     raise AttributeError(f"module 'loader' has no attribute {name!r}")
 
 
@@ -138,14 +147,19 @@ __all__ = [
     "FeatureNotAvailableError",
     "InvalidArgumentError",
     "InvalidLayerError",
+    "InvalidOptimizationError",
     "InvalidSearchPathError",
     "InvalidStateError",
     "LayerNotSupportedError",
     "LayerSupport",
     "Library",
     "LibraryClosedError",
+    "LoadedNetwork",
     "MemoryManager",
     "MissingBackendsError",
+    "Network",
+    "NetworkError",
+    "NoBackendForLayerError",
     "PathReason",
     "Reason",
     "Runtime",

@@ -54,6 +54,7 @@ include "_names.pxi"
 include "_discovery.pxi"
 include "_elf.pxi"
 include "_library.pxi"
+include "_network.pxi"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -91,3 +91,35 @@ class BackendInternalError(BackendStatusError, RuntimeError):
 STATUS_ERRORS = {cls.status: cls for cls in (InvalidArgumentError, BackendUnsupportedError,
                                              BackendOutOfMemoryError, InvalidStateError,
                                              BackendInternalError)}
+
+
+# -- networks (contract section 12) -------------------------------------------------------------
+
+class NetworkError(BackendError, ValueError):
+    """A network is malformed (unknown tensor, cycle, duplicate name, shapes or descriptor that
+    do not fit, inputs at ``execute`` that do not match); raised before any backend is called."""
+
+
+class NoBackendForLayerError(BackendError, LookupError):
+    """No backend of the preference list takes a layer; the message names the layer and each
+    backend's reason, ``reasons`` maps backend id -> reason."""
+
+    def __init__(self, layer, reasons):
+        self.layer = layer
+        self.reasons = dict(reasons)
+        detail = "; ".join(f"{b}: {r}" for b, r in self.reasons.items()) or "no backends"
+        super().__init__(f"no backend takes layer {layer!r} ({detail})")
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else ""
+
+
+class InvalidOptimizationError(BackendError):
+    """A backend's answer to optimize_subgraph does not cover the sub-graph it was offered
+    exactly, or a substitution's boundary is not the tensors that cross it."""
+
+    def __init__(self, backend, problems):
+        self.backend = backend
+        self.problems = list(problems)
+        super().__init__(f"backend {backend!r} returned invalid optimization views: "
+                         + "; ".join(self.problems))

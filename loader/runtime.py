@@ -63,6 +63,7 @@ class Runtime:
         self._lock = threading.RLock()
         self._closed = False
         self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
+        self._networks = None                   # loader.loaded_network.RuntimeNetworks, on first use
         self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict)
         self._notes: List[str] = []
         if any(p.source == _paths.COMPILED_IN for p in self._search_paths):
@@ -172,11 +173,32 @@ class Runtime:
             raise BackendNotFoundError(message)
         return library.create_backend()
 
+    # -- networks (CONTRACT-networks section 11) ----------------------------------------------
+
+    def load_network(self, network, backends=None):
+        """Plan ``network`` onto ``backends`` (ids in preference order; default every registered
+        backend, in registration order) and return a ``LoadedNetwork`` ready to execute."""
+        from loader.loaded_network import load_network
+        return load_network(self, network, backends)
+
+    def _network_host(self):
+        from loader.loaded_network import RuntimeNetworks
+        with self._lock:
+            if self._closed:
+                raise RuntimeClosedError("the runtime is closed")
+            if self._networks is None:
+                self._networks = RuntimeNetworks(self)
+            return self._networks
+
     # -- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Drop the runtime's references to its libraries, newest first. A library is unmapped
-        with its last reference, so backends created from it keep it alive. Idempotent."""
+        """Unload every network loaded through the runtime, then drop the runtime's references
+        to its libraries, newest first. A library is unmapped with its last reference, so
+        backends created from it keep it alive. Idempotent."""
+        networks, self._networks = self._networks, None
+        if networks is not None:
+            networks.close()
         with self._lock:
             self._closed = True
             while self._libraries:

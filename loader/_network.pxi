@@ -1,0 +1,504 @@
+# Networks on the C side (Backend API 1.2), included into _core.pyx after _backend.pxi: the
+# sub-graph description handed to optimize_subgraph(), the views a backend records, compiled
+# sub-graphs, and the executor that walks a loaded network's steps. Planning lives in
+# loader/planning.py; nothing here decides anything.
+
+from cpython.ref cimport PyObject, Py_INCREF, Py_DECREF
+from libc.stdint cimport int64_t
+from libc.stdlib cimport calloc
+
+cdef extern from "<time.h>" nogil:
+    ctypedef int clockid_t
+    cdef struct timespec:
+        long tv_sec
+        long tv_nsec
+    int clock_gettime(clockid_t clock, timespec *ts)
+    enum:
+        CLOCK_MONOTONIC
+
+
+cdef inline int64_t _now_ns() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_MONOTONIC, &ts)
+    return <int64_t>ts.tv_sec * 1000000000 + ts.tv_nsec
+
+
+cdef enum:
+    MAX_REASON_LENGTH = 4096
+
+
+# ---------------------------------------------------------------------------------------------
+# Compiled sub-graphs
+# ---------------------------------------------------------------------------------------------
+
+# Its native handle lives in the library: the garbage collector must never drop the library
+# reference before __dealloc__ has released the handle.
+@cython.no_gc_clear
+cdef class CompiledSubgraph:
+    """A backend's compiled replacement for some layers of a sub-graph: opaque, run on the
+    buffers of its boundary. Owned by the runtime; valid after the backend instance is gone."""
+    cdef abi.BackendCompiledSubgraph *_compiled
+    cdef Library _library
+    cdef object _keep            # the constants the backend may point into
+    cdef object __weakref__
+
+    def __dealloc__(self):
+        self._destroy()
+
+    cdef void _destroy(self) noexcept:
+        cdef abi.BackendCompiledSubgraph *compiled = self._compiled
+        self._compiled = NULL
+        if compiled != NULL and compiled.destroy != NULL:
+            compiled.destroy(compiled)
+
+    def close(self):
+        self._destroy()
+
+    @property
+    def closed(self):
+        return self._compiled == NULL
+
+
+cdef CompiledSubgraph _adopt_compiled(abi.BackendCompiledSubgraph *compiled, Library library,
+                                      object keep):
+    """Take ownership of a compiled sub-graph; None (after destroying it where that is possible)
+    when it is malformed."""
+    cdef CompiledSubgraph result
+    if compiled == NULL:
+        return None
+    if compiled.struct_size < abi.BACKEND_COMPILED_SUBGRAPH_SIZE_1_2 or compiled.execute == NULL \
+            or compiled.destroy == NULL:
+        if compiled.struct_size >= abi.BACKEND_COMPILED_SUBGRAPH_SIZE_1_2 and compiled.destroy != NULL:
+            compiled.destroy(compiled)
+        return None
+    result = CompiledSubgraph.__new__(CompiledSubgraph)
+    result._compiled = compiled
+    result._library = library
+    result._keep = keep
+    return result
+
+
+# ---------------------------------------------------------------------------------------------
+# The views a backend records during optimize_subgraph()
+# ---------------------------------------------------------------------------------------------
+
+cdef struct _RecorderViews:
+    abi.BackendOptimizationViews views       # first: the backend sees a BackendOptimizationViews
+    PyObject *owner                          # the _ViewsRecorder, borrowed
+
+
+cdef class _ViewsRecorder:
+    """Records the calls a backend makes on its BackendOptimizationViews. Arguments are checked
+    against the offered sub-graph's sizes before they are read; what cannot be used becomes a
+    problem for planning.validate_views to report."""
+    cdef _RecorderViews c
+    cdef uint32_t num_layers, num_tensors
+    cdef size_t max_calls          # bounds what a runaway backend can make the runtime store
+    cdef bint open
+    cdef Library library
+    cdef object keep
+    cdef readonly list substitutions, failed, untouched, problems
+    cdef set seen_compiled
+
+    def __cinit__(self):
+        self.substitutions, self.failed, self.untouched, self.problems = [], [], [], []
+        self.seen_compiled = set()
+        memset(&self.c, 0, sizeof(self.c))
+        self.c.views.struct_size = sizeof(abi.BackendOptimizationViews)
+        self.c.views.add_substitution = _views_add_substitution
+        self.c.views.add_failed = _views_add_failed
+        self.c.views.add_untouched = _views_add_untouched
+        self.c.owner = <PyObject *>self
+
+    cdef abi.BackendStatus problem(self, str text):
+        if len(self.problems) < 32:
+            self.problems.append(text)
+        return abi.BACKEND_STATUS_INVALID_ARGUMENT
+
+    cdef list _indices(self, const uint32_t *values, uint32_t count):
+        return [values[i] for i in range(count)]
+
+
+cdef _ViewsRecorder _recorder(abi.BackendOptimizationViews *views):
+    return <_ViewsRecorder><object>(<_RecorderViews *>views).owner
+
+
+cdef abi.BackendStatus _views_add_substitution(
+        abi.BackendOptimizationViews *views, const uint64_t *layer_ids, uint32_t num_layer_ids,
+        const uint32_t *inputs, uint32_t num_inputs, const uint32_t *outputs, uint32_t num_outputs,
+        abi.BackendCompiledSubgraph *compiled) noexcept with gil:
+    cdef _ViewsRecorder r = None
+    cdef CompiledSubgraph adopted = None
+    cdef uint32_t i
+    try:
+        r = _recorder(views)
+        # Ownership of `compiled` passes with this call, whatever else is wrong.
+        if compiled != NULL:
+            if <size_t>compiled in r.seen_compiled:
+                return r.problem("add_substitution: the same compiled sub-graph was handed over twice")
+            r.seen_compiled.add(<size_t>compiled)
+            adopted = _adopt_compiled(compiled, r.library, r.keep)
+        if not r.open:
+            return r.problem("add_substitution called after optimize_subgraph returned")
+        if len(r.substitutions) >= r.max_calls:
+            return r.problem(f"add_substitution: far more calls than the sub-graph's {r.num_layers} layers")
+        if num_layer_ids > r.num_layers or num_inputs > r.num_tensors or num_outputs > r.num_tensors:
+            return r.problem(f"add_substitution: {num_layer_ids} layers, {num_inputs} inputs, "
+                             f"{num_outputs} outputs, but the sub-graph has {r.num_layers} layers "
+                             f"and {r.num_tensors} tensors")
+        if (num_layer_ids and layer_ids == NULL) or (num_inputs and inputs == NULL) \
+                or (num_outputs and outputs == NULL):
+            return r.problem("add_substitution: a NULL array with a non-zero count")
+        r.substitutions.append(([layer_ids[i] for i in range(num_layer_ids)],
+                                r._indices(inputs, num_inputs), r._indices(outputs, num_outputs),
+                                adopted))
+        return abi.BACKEND_STATUS_OK
+    except BaseException as error:     # never let an exception cross into the backend
+        try:
+            return r.problem(f"add_substitution: {error!r}")
+        except BaseException:
+            return abi.BACKEND_STATUS_INTERNAL_ERROR
+
+
+cdef abi.BackendStatus _views_add_failed(abi.BackendOptimizationViews *views, uint64_t layer_id,
+                                         const char *reason) noexcept with gil:
+    cdef _ViewsRecorder r = None
+    try:
+        r = _recorder(views)
+        if not r.open:
+            return r.problem("add_failed called after optimize_subgraph returned")
+        if reason == NULL:
+            text = "no reason given"
+        else:
+            text = reason[:_posix.strnlen(reason, MAX_REASON_LENGTH)].decode("utf-8", "replace")
+        if len(r.failed) + len(r.untouched) >= r.max_calls:
+            return r.problem(f"add_failed: far more calls than the sub-graph's {r.num_layers} layers")
+        r.failed.append((layer_id, text or "no reason given"))
+        return abi.BACKEND_STATUS_OK
+    except BaseException as error:
+        try:
+            return r.problem(f"add_failed: {error!r}")
+        except BaseException:
+            return abi.BACKEND_STATUS_INTERNAL_ERROR
+
+
+cdef abi.BackendStatus _views_add_untouched(abi.BackendOptimizationViews *views,
+                                            uint64_t layer_id) noexcept with gil:
+    cdef _ViewsRecorder r = None
+    try:
+        r = _recorder(views)
+        if not r.open:
+            return r.problem("add_untouched called after optimize_subgraph returned")
+        if len(r.failed) + len(r.untouched) >= r.max_calls:
+            return r.problem(f"add_untouched: far more calls than the sub-graph's {r.num_layers} layers")
+        r.untouched.append(layer_id)
+        return abi.BACKEND_STATUS_OK
+    except BaseException as error:
+        try:
+            return r.problem(f"add_untouched: {error!r}")
+        except BaseException:
+            return abi.BACKEND_STATUS_INTERNAL_ERROR
+
+
+# ---------------------------------------------------------------------------------------------
+# The sub-graph description
+# ---------------------------------------------------------------------------------------------
+
+cdef class _SubgraphStorage:
+    """The C description of one sub-graph, alive for the duration of optimize_subgraph()."""
+    cdef abi.BackendSubgraph subgraph
+    cdef abi.BackendSubgraphTensor *tensors
+    cdef const abi.BackendSubgraphTensor **tensor_pointers
+    cdef abi.BackendSubgraphLayer *layers
+    cdef const abi.BackendSubgraphLayer **layer_pointers
+    cdef _LayerStorage *descriptions
+    cdef uint32_t *indices
+    cdef list arrays                 # constants, kept alive while their data is lent out
+
+    def __dealloc__(self):
+        free(self.tensors)
+        free(self.tensor_pointers)
+        free(self.layers)
+        free(self.layer_pointers)
+        free(self.descriptions)
+        free(self.indices)
+
+
+cdef void *_calloc(size_t count, size_t size) except NULL:
+    cdef void *p = calloc(count if count else 1, size)
+    if p == NULL:
+        raise MemoryError()
+    return p
+
+
+cdef _SubgraphStorage _pack_subgraph(object spec, list prepared_layers, dict constants):
+    """Fill a _SubgraphStorage from a planning.SubgraphSpec; ``prepared_layers`` holds each
+    layer's PreparedLayer, ``constants`` the arrays of constant tensors by name."""
+    cdef _SubgraphStorage s = _SubgraphStorage.__new__(_SubgraphStorage)
+    cdef uint32_t n_tensors = len(spec.tensors), n_layers = len(spec.layers)
+    cdef uint32_t i, j, k = 0, total = 0
+    cdef abi.BackendSubgraphTensor *t
+    cdef abi.BackendSubgraphLayer *layer
+    cdef Py_buffer view
+    s.arrays = []
+    for refs in spec.layer_inputs:
+        total += len(refs)
+    for refs in spec.layer_outputs:
+        total += len(refs)
+    total += len(spec.inputs) + len(spec.outputs)
+    s.tensors = <abi.BackendSubgraphTensor *>_calloc(n_tensors, sizeof(abi.BackendSubgraphTensor))
+    s.tensor_pointers = <const abi.BackendSubgraphTensor **>_calloc(n_tensors, sizeof(void *))
+    s.layers = <abi.BackendSubgraphLayer *>_calloc(n_layers, sizeof(abi.BackendSubgraphLayer))
+    s.layer_pointers = <const abi.BackendSubgraphLayer **>_calloc(n_layers, sizeof(void *))
+    s.descriptions = <_LayerStorage *>_calloc(n_layers, sizeof(_LayerStorage))
+    s.indices = <uint32_t *>_calloc(total, sizeof(uint32_t))
+    for i in range(n_tensors):
+        name, kind, shape = spec.tensors[i]
+        t = &s.tensors[i]
+        t.struct_size = sizeof(abi.BackendSubgraphTensor)
+        t.kind = kind
+        _fill_info(&t.info, tuple(shape))
+        if kind == abi.BACKEND_SUBGRAPH_TENSOR_CONSTANT:
+            array = constants[name]
+            s.arrays.append(array)
+            PyObject_GetBuffer(array, &view, PyBUF_C_CONTIGUOUS)
+            t.data = view.buf           # the array is read-only, C-contiguous and kept alive
+            t.size_bytes = view.len
+            PyBuffer_Release(&view)
+        s.tensor_pointers[i] = t
+    for i in range(n_layers):
+        _pack_layer(&s.descriptions[i], prepared_layers[i])
+        layer = &s.layers[i]
+        layer.struct_size = sizeof(abi.BackendSubgraphLayer)
+        layer.id = spec.layers[i]
+        layer.description = &s.descriptions[i].description
+        layer.input_tensors = &s.indices[k]
+        for j in spec.layer_inputs[i]:
+            s.indices[k] = j
+            k += 1
+        layer.output_tensors = &s.indices[k]
+        for j in spec.layer_outputs[i]:
+            s.indices[k] = j
+            k += 1
+        s.layer_pointers[i] = layer
+    s.subgraph.struct_size = sizeof(abi.BackendSubgraph)
+    s.subgraph.num_tensors = n_tensors
+    s.subgraph.tensors = s.tensor_pointers
+    s.subgraph.num_layers = n_layers
+    s.subgraph.layers = s.layer_pointers
+    s.subgraph.num_inputs = len(spec.inputs)
+    s.subgraph.inputs = &s.indices[k]
+    for j in spec.inputs:
+        s.indices[k] = j
+        k += 1
+    s.subgraph.num_outputs = len(spec.outputs)
+    s.subgraph.outputs = &s.indices[k]
+    for j in spec.outputs:
+        s.indices[k] = j
+        k += 1
+    return s
+
+
+cdef object _optimize_subgraph(Backend backend, object spec, list prepared_layers, dict constants):
+    """Offer one sub-graph to ``backend``'s optimize_subgraph(); a planning.Views of what it
+    recorded. Compiled sub-graphs are owned (and kept) from the moment they are handed over."""
+    from loader.planning import Views
+    cdef _SubgraphStorage storage = _pack_subgraph(spec, prepared_layers, constants)
+    cdef _ViewsRecorder recorder = _ViewsRecorder.__new__(_ViewsRecorder)
+    cdef char message[MESSAGE_SIZE]
+    cdef abi.BackendStatus status = abi.BACKEND_STATUS_INTERNAL_ERROR
+    cdef abi.BackendInstance *instance = backend._enter_feature(_SUBGRAPH_OPTIMIZATION)
+    recorder.num_layers = storage.subgraph.num_layers
+    recorder.num_tensors = storage.subgraph.num_tensors
+    recorder.max_calls = 2 * <size_t>recorder.num_layers + 16
+    recorder.library = backend._library
+    recorder.keep = storage.arrays
+    recorder.open = True
+    try:
+        _clear(message)
+        with nogil:
+            status = instance.optimize_subgraph(instance, &storage.subgraph, &recorder.c.views,
+                                                message, MESSAGE_SIZE)
+    finally:
+        recorder.open = False
+        backend._leave()
+    views = Views(recorder.substitutions, recorder.failed, recorder.untouched, recorder.problems)
+    if status != abi.BACKEND_STATUS_OK:
+        for substitution in views.substitutions:
+            if substitution[3] is not None:
+                substitution[3].close()
+    _check(status, message, f"backend {backend.id!r}: optimize_subgraph")
+    return views
+
+
+def optimize_subgraph(Backend backend, spec, prepared_layers, constants):
+    """Python entry to _optimize_subgraph (see loader.loaded_network)."""
+    return _optimize_subgraph(backend, spec, list(prepared_layers), dict(constants))
+
+
+# ---------------------------------------------------------------------------------------------
+# The executor: pre-bound buffers, a loop over the steps without the GIL
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    STEP_WORKLOAD = 0
+    STEP_COMPILED = 1
+
+
+cdef struct _ExecStep:
+    int kind
+    void *handle                     # BackendWorkload * or BackendCompiledSubgraph *
+    uint32_t num_inputs
+    uint32_t num_outputs
+    abi.BackendBuffer *buffers       # num_inputs then num_outputs entries
+
+
+cdef class Executor:
+    """Runs a planned network: every buffer pointer is bound at construction except those of
+    network inputs and outputs, which ``run`` patches before walking the steps in a C loop."""
+    cdef _ExecStep *steps
+    cdef Py_ssize_t num_steps
+    cdef abi.BackendBuffer *buffers
+    cdef Py_ssize_t *patch_start     # CSR: dynamic slot d patches buffers[patches[patch_start[d]:...]]
+    cdef Py_ssize_t *patches
+    cdef Py_ssize_t num_dynamic
+    cdef int64_t *times              # start, end per step (when timing)
+    cdef bint closed
+    cdef list _keep                  # workloads, compiled sub-graphs, arena, constants
+    cdef object _lock
+    cdef readonly list step_names
+
+    def __cinit__(self):
+        self._lock = threading.Lock()
+
+    def __dealloc__(self):
+        free(self.steps)
+        free(self.buffers)
+        free(self.patch_start)
+        free(self.patches)
+        free(self.times)
+
+    def __init__(self, list steps, object arena, Py_ssize_t num_dynamic):
+        """``steps``: (name, kind, object, input refs, output refs) per step; a ref is
+        ("arena", byte offset, bytes), ("constant", array) or ("dynamic", slot)."""
+        cdef Py_ssize_t i, j, b = 0, total = 0, n_patches = 0
+        cdef Py_buffer view
+        cdef char *arena_base = NULL
+        cdef _ExecStep *step
+        self._keep = [arena]
+        self.step_names = []
+        for spec in steps:
+            total += len(spec[3]) + len(spec[4])
+            n_patches += sum(1 for ref in list(spec[3]) + list(spec[4]) if ref[0] == "dynamic")
+        self.num_steps = len(steps)
+        self.num_dynamic = num_dynamic
+        self.steps = <_ExecStep *>_calloc(self.num_steps, sizeof(_ExecStep))
+        self.buffers = <abi.BackendBuffer *>_calloc(total, sizeof(abi.BackendBuffer))
+        self.patch_start = <Py_ssize_t *>_calloc(num_dynamic + 1, sizeof(Py_ssize_t))
+        self.patches = <Py_ssize_t *>_calloc(n_patches, sizeof(Py_ssize_t))
+        self.times = <int64_t *>_calloc(2 * self.num_steps, sizeof(int64_t))
+        if arena is not None and len(arena):
+            PyObject_GetBuffer(arena, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
+            arena_base = <char *>view.buf      # the arena array is kept alive in _keep
+            PyBuffer_Release(&view)
+        per_slot = [[] for _ in range(num_dynamic)]
+        for i in range(self.num_steps):
+            name, kind, obj, input_refs, output_refs = steps[i]
+            self.step_names.append(name)
+            self._keep.append(obj)
+            step = &self.steps[i]
+            if kind == "workload":
+                step.kind = STEP_WORKLOAD
+                step.handle = (<Workload>obj)._workload
+            else:
+                step.kind = STEP_COMPILED
+                step.handle = (<CompiledSubgraph>obj)._compiled
+            if step.handle == NULL:
+                raise _errors.BackendError(f"{name}: closed before the network was planned")
+            step.num_inputs = len(input_refs)
+            step.num_outputs = len(output_refs)
+            step.buffers = &self.buffers[b]
+            for ref in list(input_refs) + list(output_refs):
+                self.buffers[b].struct_size = sizeof(abi.BackendBuffer)
+                if ref[0] == "arena":
+                    self.buffers[b].data = arena_base + <Py_ssize_t>ref[1]
+                    self.buffers[b].size_bytes = ref[2]
+                elif ref[0] == "constant":
+                    self._keep.append(ref[1])
+                    PyObject_GetBuffer(ref[1], &view, PyBUF_C_CONTIGUOUS)
+                    self.buffers[b].data = view.buf
+                    self.buffers[b].size_bytes = view.len
+                    PyBuffer_Release(&view)
+                else:
+                    per_slot[ref[1]].append(b)
+                b += 1
+        j = 0
+        for i in range(num_dynamic):
+            self.patch_start[i] = j
+            for b in per_slot[i]:
+                self.patches[j] = b
+                j += 1
+        self.patch_start[num_dynamic] = j
+
+    def close(self):
+        """Forget every handle (the owners destroy them); later runs raise."""
+        with self._lock:
+            self.closed = True
+            self._keep = []
+
+    def step_times(self):
+        """(start_ns, end_ns) of each step of the last timed run (CLOCK_MONOTONIC)."""
+        return [(self.times[2 * i], self.times[2 * i + 1]) for i in range(self.num_steps)]
+
+    def run(self, list arrays, bint timing=False):
+        """Bind ``arrays`` (one per dynamic slot: inputs read-only, outputs writable, all
+        C-contiguous float32 of the planned sizes) and run every step in order."""
+        cdef Py_ssize_t n = len(arrays), i, p, failed_step = -1
+        cdef Py_buffer *views
+        cdef Py_ssize_t acquired = 0
+        cdef char message[MESSAGE_SIZE]
+        cdef abi.BackendStatus status = abi.BACKEND_STATUS_OK
+        cdef _ExecStep *step
+        cdef abi.BackendWorkload *workload
+        cdef abi.BackendCompiledSubgraph *compiled
+        if n != self.num_dynamic:
+            raise ValueError(f"{n} arrays for {self.num_dynamic} slots")
+        views = <Py_buffer *>_calloc(n, sizeof(Py_buffer))
+        try:
+            for i in range(n):
+                PyObject_GetBuffer(arrays[i], &views[i], PyBUF_C_CONTIGUOUS)
+                acquired += 1
+            with self._lock:
+                if self.closed:
+                    raise _errors.BackendError("the network was unloaded")
+                for i in range(n):
+                    for p in range(self.patch_start[i], self.patch_start[i + 1]):
+                        self.buffers[self.patches[p]].data = views[i].buf
+                        self.buffers[self.patches[p]].size_bytes = views[i].len
+                _clear(message)
+                with nogil:
+                    for i in range(self.num_steps):
+                        step = &self.steps[i]
+                        if timing:
+                            self.times[2 * i] = _now_ns()
+                        if step.kind == STEP_WORKLOAD:
+                            workload = <abi.BackendWorkload *>step.handle
+                            status = workload.execute(workload, step.buffers, step.num_inputs,
+                                                      step.buffers + step.num_inputs,
+                                                      step.num_outputs, message, MESSAGE_SIZE)
+                        else:
+                            compiled = <abi.BackendCompiledSubgraph *>step.handle
+                            status = compiled.execute(compiled, step.buffers, step.num_inputs,
+                                                      step.buffers + step.num_inputs,
+                                                      step.num_outputs, message, MESSAGE_SIZE)
+                        if timing:
+                            self.times[2 * i + 1] = _now_ns()
+                        if status != abi.BACKEND_STATUS_OK:
+                            failed_step = i
+                            break
+                if failed_step >= 0:
+                    _check(status, message, f"{self.step_names[failed_step]}: execute")
+        finally:
+            for i in range(acquired):
+                PyBuffer_Release(&views[i])
+            free(views)

@@ -1,0 +1,326 @@
+"""Networks (CONTRACT-networks sections 11 and 12): building and serializing them, assignment
+across backends in preference order, sub-graphs, the check of a backend's optimization views,
+fallback of failed layers, the lifecycle of a loaded network, and execution against NumPy."""
+import json
+import threading
+
+import numpy as np
+import pytest
+
+import loader
+from conformance.network_reference import evaluate_network
+from loader import planning
+from helpers import install_mock, install_reference
+
+F = np.float32
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(F)
+
+
+def relu_chain(length=3, shape=(2, 5)):
+    net = loader.Network()
+    t = net.add_input("x", shape)
+    for i in range(length):
+        t = net.add_layer("Activation", [t], {"function": "relu"}, name=f"relu{i}")
+    net.add_output(t, "y")
+    return net
+
+
+def conv_network():
+    """conv1 -> relu1 -> pool -> sigmoid -> conv2 (+bias) -> leaky -> fc-free tail."""
+    net = loader.Network()
+    x = net.add_input("x", (1, 8, 8, 3))
+    w1 = net.add_constant("w1", rand(4, 3, 3, 3))
+    w2 = net.add_constant("w2", rand(5, 3, 3, 4))
+    b2 = net.add_constant("b2", rand(5))
+    y = net.add_layer("Convolution2d", [x, w1], {"padding": 1}, name="conv1")
+    y = net.add_layer("Activation", [y], {"function": "relu"}, name="relu1")
+    y = net.add_layer("Pooling2d", [y], {"pool": "max", "kernel": 2, "stride": 2}, name="pool")
+    y = net.add_layer("Activation", [y], {"function": "sigmoid"}, name="sigmoid")
+    y = net.add_layer("Convolution2d", [y, w2, b2], {"padding": 1}, name="conv2")
+    y = net.add_layer("Activation", [y], {"function": "leaky_relu", "a": 0.1}, name="leaky")
+    net.add_output(y, "y")
+    return net
+
+
+@pytest.fixture
+def runtime(backend_dir):
+    """CpuRef and the partial backend."""
+    install_reference(backend_dir)
+    install_mock("partial", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        yield rt
+
+
+def close(actual, expected):
+    return np.allclose(actual, expected, rtol=1e-4, atol=1e-5)
+
+
+# -- building and the serialized form (section 11, rule 12.10) -----------------------------------
+
+def test_the_contract_example_round_trips(tmp_path):
+    net = conv_network()
+    d = net.to_dict()
+    json.dumps(d)
+    assert loader.Network.from_dict(d).to_dict() == d
+    for name in ("net.json", "net.yaml"):
+        net.save(tmp_path / name)
+        assert loader.Network.load(tmp_path / name).to_dict() == d
+    saved = json.loads((tmp_path / "net.json").read_text())
+    assert [c["data"] for c in saved["constants"]] == ["w1", "w2", "b2"]
+
+
+@pytest.mark.parametrize("build, message", [
+    (lambda n: n.add_layer("Activation", ["nowhere"], {"function": "relu"}), "unknown tensor"),
+    (lambda n: n.add_input("x", (2, 5)), "duplicate name"),
+    (lambda n: n.add_layer("Addition", ["x"]), "takes inputs"),
+    (lambda n: n.add_layer("Activation", ["x"], {"function": "cube"}), "'function'"),
+    (lambda n: n.add_layer("FullyConnected", ["x", n.add_constant("w", rand(3, 4))]), "K ="),
+    (lambda n: n.add_layer("Activation", ["x"], {"funktion": "relu"}), "unknown descriptor key"),
+])
+def test_malformed_layers_are_refused_when_added(build, message):
+    net = loader.Network()
+    net.add_input("x", (2, 5))
+    with pytest.raises(loader.NetworkError, match=message) as error:
+        build(net)
+    assert isinstance(error.value, ValueError) and isinstance(error.value, loader.BackendError)
+
+
+def test_an_unknown_layer_type_is_an_unknown_layer_error():
+    net = loader.Network()
+    net.add_input("x", (2,))
+    with pytest.raises(loader.UnknownLayerError):
+        net.add_layer("Dropout", ["x"])
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d["layers"][0].update(inputs=["relu2"]), "cycle"),
+    (lambda d: d["layers"][1].update(inputs=["ghost"]), "unknown tensor"),
+    (lambda d: d["layers"].append(dict(d["layers"][0])), "duplicate name"),
+    (lambda d: d.pop("outputs"), "lacks 'outputs'"),
+    (lambda d: d["inputs"][0].pop("shape"), "lacks 'shape'"),
+])
+def test_malformed_dicts_raise_network_error(mutate, message):
+    d = relu_chain().to_dict()
+    mutate(d)
+    with pytest.raises(loader.NetworkError, match=message):
+        loader.Network.from_dict(d)
+
+
+# -- rule 12.2: grouping without cycles ------------------------------------------------------------
+
+def grouping(edges, backend_of):
+    """Groups of a small layer graph given as edges between layer names."""
+    net = loader.Network()
+    net.add_input("x", (2,))
+    names = sorted(backend_of)
+    for name in names:
+        sources = [a for a, b in edges if b == name] or ["x"]
+        if len(sources) == 1:
+            net.add_layer("Activation", sources, {"function": "relu"}, name=name)
+        else:
+            net.add_layer("Addition", sources, name=name)
+    graph = planning.Graph(net)
+    index = {layer.name: i for i, layer in enumerate(graph.layers)}
+    groups = planning.group_layers(graph, {index[n]: b for n, b in backend_of.items()})
+    return sorted(sorted(graph.layers[i].name for i in g) for g in groups)
+
+
+def test_a_b_c_with_a_and_c_on_one_backend_gives_three_subgraphs():
+    edges = [("a", "b"), ("b", "c"), ("a", "c")]
+    assert grouping(edges, {"a": "A", "b": "B", "c": "A"}) == [["a"], ["b"], ["c"]]
+
+
+def test_connected_layers_of_one_backend_form_one_subgraph():
+    edges = [("a", "b"), ("b", "c"), ("a", "d"), ("c", "d")]
+    assert grouping(edges, {"a": "A", "b": "A", "c": "A", "d": "A"}) == [["a", "b", "c", "d"]]
+    assert grouping(edges, {"a": "A", "b": "A", "c": "B", "d": "A"}) == [["a", "b"], ["c"], ["d"]]
+
+
+# -- execution against NumPy ---------------------------------------------------------------------
+
+def test_a_network_on_the_reference_backend_gives_numpys_result(runtime):
+    net = conv_network()
+    x = rand(1, 8, 8, 3)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert set(loaded.assignments.values()) == {"CpuRef"}
+        out = loaded.execute({"x": x})
+        again = loaded.execute({"x": x})
+    assert close(out["y"], evaluate_network(net, {"x": x})["y"])
+    assert out["y"] is not again["y"] and np.array_equal(out["y"], again["y"])
+
+
+def test_a_network_split_across_the_partial_backend_and_cpuref(runtime):
+    net = conv_network()
+    x = rand(1, 8, 8, 3)
+    with runtime.load_network(net, backends=["MockPartial", "CpuRef"]) as loaded:
+        out = loaded.execute({"x": x})
+        assert loaded.assignments == {"conv1": "MockPartial", "relu1": "MockPartial",
+                                      "pool": "CpuRef", "sigmoid": "CpuRef",
+                                      "conv2": "MockPartial", "leaky": "MockPartial"}
+        assert [(s.backend, s.kind, s.layers) for s in loaded.plan][0] == \
+            ("MockPartial", "compiled", ("conv1", "relu1"))
+        assert "no sigmoid" in loaded.declined["sigmoid"]["MockPartial"]
+        assert "only Convolution2d and Activation" in loaded.declined["pool"]["MockPartial"]
+    assert close(out["y"], evaluate_network(net, {"x": x})["y"])
+
+
+def test_a_failed_layer_falls_back_to_the_next_backend(runtime):
+    net = loader.Network()
+    x = net.add_input("x", (1, 4, 4, 2))
+    y = net.add_layer("Activation", [x], {"function": "relu"}, name="lonely_relu")
+    net.add_output(y, "y")
+    with runtime.load_network(net, backends=["MockPartial", "CpuRef"]) as loaded:
+        assert loaded.assignments == {"lonely_relu": "CpuRef"}
+        assert "right after its own convolution" in loaded.failed["lonely_relu"]["MockPartial"]
+        assert [(s.backend, s.kind) for s in loaded.plan] == [("CpuRef", "workload")]
+        xa = rand(1, 4, 4, 2)
+        assert np.array_equal(loaded.execute({"x": xa})["y"], np.maximum(xa, 0))
+
+
+def test_a_layer_no_backend_takes_names_every_reason(runtime):
+    net = loader.Network()
+    x = net.add_input("x", (2, 3))
+    net.add_output(net.add_layer("Softmax", [x], name="soft"), "y")
+    with pytest.raises(loader.NoBackendForLayerError, match="soft") as error:
+        runtime.load_network(net, backends=["MockPartial"])
+    assert isinstance(error.value, LookupError) and "MockPartial" in str(error.value)
+
+
+def test_an_unregistered_backend_name_raises_backend_not_found(runtime):
+    with pytest.raises(loader.BackendNotFoundError, match="AcmeNpu"):
+        runtime.load_network(relu_chain(), backends=["AcmeNpu", "CpuRef"])
+
+
+# -- rule 12.3: every network mock refused under the rule it breaks ---------------------------------
+
+@pytest.mark.parametrize("stem, message", [
+    ("views_miss_a_layer", "in no view"),
+    ("views_claim_a_layer_twice", "more than once"),
+    ("views_name_a_layer_not_offered", "not offered"),
+    ("substitution_wrong_boundary", "boundary inputs"),
+])
+def test_invalid_views_are_refused(backend_dir, stem, message):
+    install_mock(stem, backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        [backend_id] = rt.backend_ids
+        with pytest.raises(loader.InvalidOptimizationError, match=message) as error:
+            rt.load_network(relu_chain())
+    assert backend_id in str(error.value)
+
+
+def test_a_compiled_subgraph_that_dies_with_its_instance_fails_at_execute(backend_dir):
+    install_mock("compiled_dies_with_instance", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        with rt.load_network(relu_chain()) as loaded:
+            assert [s.kind for s in loaded.plan] == ["compiled"]
+            with pytest.raises(loader.InvalidStateError, match="instance .* destroyed"):
+                loaded.execute({"x": rand(2, 5)})
+
+
+def test_a_wrong_compiled_subgraph_is_accepted_but_differs_from_numpy(backend_dir):
+    install_mock("compiled_wrong_result", backend_dir)
+    net = relu_chain()
+    x = rand(2, 5)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        with rt.load_network(net) as loaded:
+            out = loaded.execute({"x": x})
+    assert not close(out["y"], evaluate_network(net, {"x": x})["y"])
+
+
+# -- 1.0, 1.1 and 1.2 builds side by side ----------------------------------------------------------
+
+def test_older_minor_versions_load_beside_12_and_never_receive_subgraphs(backend_dir):
+    install_mock("minor_older", backend_dir)
+    install_mock("minor_previous", backend_dir)
+    install_mock("compiled_wrong_result", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        versions = {b: str(rt.create_backend(b).version) for b in rt.backend_ids}
+        assert versions == {"MockMinorOlder": "1.0", "MockMinorPrevious": "1.1",
+                            "MockCompiledWrongResult": "1.2"}
+        assert rt.create_backend("MockMinorPrevious").features["SubgraphOptimization"] is False
+        net = relu_chain()
+        with rt.load_network(net, backends=["MockMinorOlder", "MockMinorPrevious"]) as loaded:
+            assert set(loaded.assignments.values()) == {"MockMinorPrevious"}
+            assert [s.kind for s in loaded.plan] == ["workload"] * 3
+            assert "1.0" in loaded.declined["relu0"]["MockMinorOlder"]
+            x = rand(2, 5)
+            assert np.array_equal(loaded.execute({"x": x})["y"], np.maximum(x, 0))
+
+
+# -- rule 12.5: lifecycle ------------------------------------------------------------------------
+
+def test_unload_is_idempotent_and_execute_after_it_says_so(runtime):
+    loaded = runtime.load_network(relu_chain())
+    loaded.unload()
+    loaded.unload()
+    with pytest.raises(loader.BackendError, match="unloaded"):
+        loaded.execute({"x": rand(2, 5)})
+
+
+def test_closing_the_runtime_unloads_its_networks(backend_dir):
+    install_reference(backend_dir)
+    rt = loader.Runtime(dynamic_backends_path=str(backend_dir))
+    loaded = rt.load_network(relu_chain())
+    rt.close()
+    assert loaded.unloaded
+
+
+def test_network_ids_are_distinct_and_contexts_balance(runtime):
+    a, b = runtime.load_network(relu_chain()), runtime.load_network(relu_chain())
+    assert a.id != b.id
+    a.unload()
+    b.unload()
+    # The reference context refuses unbalanced notifications: a third load proves it is idle.
+    runtime.load_network(relu_chain()).unload()
+
+
+# -- rule 12.10: inputs at execute ---------------------------------------------------------------
+
+@pytest.mark.parametrize("inputs, message", [
+    ({}, "missing"),
+    ({"x": np.zeros((2, 5), F), "z": np.zeros(1, F)}, "unknown"),
+    ({"x": np.zeros((2, 5), np.float64)}, "float32"),
+    ({"x": np.zeros((5, 2), F)}, "shape"),
+])
+def test_wrong_inputs_at_execute_raise_network_error(runtime, inputs, message):
+    with runtime.load_network(relu_chain()) as loaded:
+        with pytest.raises(loader.NetworkError, match=message):
+            loaded.execute(inputs)
+
+
+# -- planning: buffers are reused ----------------------------------------------------------------
+
+def test_intermediate_buffers_are_reused(runtime):
+    with runtime.load_network(relu_chain(length=6), backends=["CpuRef"]) as loaded:
+        plan = loaded.buffer_plan
+        assert plan.arena_bytes < plan.unshared_bytes
+        assert len(set(plan.offsets.values())) == 2      # ping-pong between two buffers
+
+
+# -- rule 12.9: thread safety --------------------------------------------------------------------
+
+def test_execute_from_several_threads(runtime):
+    net = conv_network()
+    with runtime.load_network(net, backends=["MockPartial", "CpuRef"]) as loaded:
+        xs = [rand(1, 8, 8, 3) for _ in range(4)]
+        expected = [loaded.execute({"x": x})["y"] for x in xs]
+        results, errors = {}, []
+
+        def work(k):
+            try:
+                for _ in range(5):
+                    results[k] = loaded.execute({"x": xs[k]})["y"]
+                    assert np.array_equal(results[k], expected[k])
+            except BaseException as error:  # noqa: BLE001 - reported below
+                errors.append(error)
+
+        threads = [threading.Thread(target=work, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    assert not errors
