@@ -11,6 +11,7 @@ from typing import Iterable, List, Optional
 import loader
 from loader import environment
 from loader._core import is_valid_backend_filename
+from loader.network_cli import add_network_commands
 from loader.reasons import Reason
 from loader.runtime import Runtime
 from loader.versions import BACKEND_API_VERSION
@@ -316,6 +317,7 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("-q", "--quiet", action="store_true",
                        help="do not explain invalid names on stderr")
     check.set_defaults(handler=_check_name, parser_of_command=check)
+    add_network_commands(commands)
     return parser
 
 

@@ -1,0 +1,73 @@
+"""``backend-loader plan`` and ``backend-loader run`` (CONTRACT-networks section 13)."""
+import json
+
+import numpy as np
+
+from conformance.network_reference import evaluate_network
+from helpers import install_mock, install_reference, run_module
+from test_networks import conv_network, rand
+
+
+def setup(tmp_path, backend_dir):
+    install_reference(backend_dir)
+    install_mock("partial", backend_dir)
+    net = conv_network()
+    net.save(tmp_path / "net.json")
+    return net, str(tmp_path / "net.json")
+
+
+def test_plan_json_shows_assignment_reasons_and_steps(tmp_path, backend_dir):
+    _, path = setup(tmp_path, backend_dir)
+    result = run_module("plan", path, "--path", str(backend_dir), "--backends",
+                        "MockPartial,CpuRef", "--json")
+    assert result.returncode == 0, result.stderr
+    plan = json.loads(result.stdout)
+    layers = {layer["name"]: layer for layer in plan["layers"]}
+    assert layers["pool"]["backend"] == "CpuRef"
+    assert "only Convolution2d and Activation" in layers["pool"]["declined"]["MockPartial"]
+    assert layers["conv1"] == {"name": "conv1", "type": "Convolution2d", "backend": "MockPartial",
+                               "declined": {}}
+    assert plan["steps"][0] == {"backend": "MockPartial", "kind": "compiled",
+                                "layers": ["conv1", "relu1"]}
+
+
+def test_plan_text_names_the_fallback(tmp_path, backend_dir):
+    net = conv_network()
+    d = net.to_dict()
+    # an Activation that follows the pooling: MockPartial accepts it, its optimizer fails it
+    d["layers"][3]["descriptor"] = {"function": "relu"}
+    import loader
+    loader.Network.from_dict(d).save(tmp_path / "net.yaml")
+    install_reference(backend_dir)
+    install_mock("partial", backend_dir)
+    result = run_module("plan", str(tmp_path / "net.yaml"), "--path", str(backend_dir),
+                        "--backends", "MockPartial,CpuRef")
+    assert result.returncode == 0, result.stderr
+    assert "Failed layers:" in result.stdout
+    assert "sigmoid on MockPartial: MockPartial runs an Activation only right after" in result.stdout
+
+
+def test_run_writes_numpys_result(tmp_path, backend_dir):
+    net, path = setup(tmp_path, backend_dir)
+    x = rand(1, 8, 8, 3)
+    np.save(tmp_path / "x.npy", x)
+    out = tmp_path / "out"
+    result = run_module("run", path, "--input", f"x={tmp_path / 'x.npy'}", "--path",
+                        str(backend_dir), "--backends", "MockPartial,CpuRef", "--output-dir",
+                        str(out), "--profile", str(tmp_path / "trace.json"))
+    assert result.returncode == 0, result.stderr
+    y = np.load(out / "y.npy")
+    assert np.allclose(y, evaluate_network(net, {"x": x})["y"], rtol=1e-4, atol=1e-5)
+    trace = json.loads((tmp_path / "trace.json").read_text())
+    assert {e["cat"] for e in trace["traceEvents"]} == {"runtime", "MockPartial", "CpuRef"}
+
+
+def test_run_failures_exit_1_and_usage_errors_exit_2(tmp_path, backend_dir):
+    _, path = setup(tmp_path, backend_dir)
+    missing_input = run_module("run", path, "--path", str(backend_dir))
+    assert missing_input.returncode == 1 and "missing ['x']" in missing_input.stderr
+    no_file = run_module("plan", str(tmp_path / "absent.json"), "--path", str(backend_dir))
+    assert no_file.returncode == 1 and "absent.json" in no_file.stderr
+    no_backend = run_module("plan", path, "--path", str(backend_dir), "--backends", "Nobody")
+    assert no_backend.returncode == 1 and "Nobody" in no_backend.stderr
+    assert run_module("run").returncode == 2
