@@ -58,6 +58,27 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool);
 /* Softmax over the last axis, rows x cols, numerically stable (subtract the row max), with beta: y = exp(beta*(x - max)) / sum. Works for beta < 0 too (use max of beta*x). */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta);
 
+/* A fused epilogue, applied to each part of the output as soon as it is final (while it is
+   still in cache): y = act(y + residual). residual has the output's shape and layout (row
+   stride ldr floats between output pixels / rows) or is NULL; function is an rk_activation
+   value, or -1 for none. */
+typedef struct rk_epilogue {
+    const float *residual;
+    int64_t ldr;
+    int function;
+    float a, b;
+} rk_epilogue;
+
+/* rk_fully_connected, rk_conv2d and rk_depthwise_conv2d followed by `epilogue` (NULL: none).
+   The residual must not alias y. */
+int rk_fully_connected_fused(const float *x, const float *w, const float *bias, float *y,
+                             int64_t n, int64_t k, int64_t m, int transpose_weights,
+                             const rk_epilogue *epilogue);
+int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
+int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue);
+
 /* Number of worker threads the heavy kernels may use (>=1). Default: number of online CPUs, capped at 8; the environment variable REFERENCE_BACKEND_THREADS (positive integer) overrides it when first read. */
 int rk_thread_count(void);
 

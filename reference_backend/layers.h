@@ -21,4 +21,9 @@ BackendStatus ref_check_layer(const BackendLayerDescription *layer, char *messag
 BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendWorkload **workload,
                                   char *message, size_t message_size);
 
+/* Backend API 1.2 optimize_subgraph (optimizer.c): fuses Convolution2d, DepthwiseConvolution2d
+   and FullyConnected with a following residual Addition and/or Activation; the rest untouched. */
+BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSubgraph *subgraph,
+                                    BackendOptimizationViews *views, char *message, size_t message_size);
+
 #endif /* REFERENCE_BACKEND_LAYERS_H */

@@ -1,5 +1,6 @@
 /*
- * The reference CPU backend, id "CpuRef": every layer of the Backend API in float32 NHWC.
+ * The reference CPU backend, id "CpuRef": every layer of the Backend API in float32 NHWC, and a
+ * sub-graph optimizer that fuses activations and residual additions into the layer before them.
  *
  * Instances are stateless: each holds only its function table, so any number may exist and
  * each may be destroyed at any time. Memory managers, workload factories, workloads and contexts
@@ -235,5 +236,6 @@ BACKEND_EXPORT void *BackendFactory(void)
     instance->create_workload_factory = instance_create_workload_factory;
     instance->create_backend_context = instance_create_backend_context;
     instance->use_custom_allocator = instance_use_custom_allocator;
+    instance->optimize_subgraph = ref_optimize_subgraph;
     return instance;
 }

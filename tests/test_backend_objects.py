@@ -39,7 +39,7 @@ def test_reference_capabilities_and_features(backend):
     assert capabilities.missing_because_of_skew == {}
     assert backend.features == {name: True for name in (
         "Capabilities", "LayerSupport", "MemoryManager", "WorkloadFactory", "BackendContext",
-        "CustomMemoryAllocator")}
+        "CustomMemoryAllocator", "SubgraphOptimization")}
 
 
 def test_support_answers_with_a_reason(backend):

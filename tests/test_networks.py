@@ -324,3 +324,23 @@ def test_execute_from_several_threads(runtime):
         for t in threads:
             t.join()
     assert not errors
+
+
+def test_a_substitution_that_a_path_leaves_and_reenters_is_refused():
+    """a -> b -> c and a -> c on one backend: replacing {a, c} alone would need b's output
+    before b can run."""
+    net = loader.Network()
+    x = net.add_input("x", (2,))
+    a = net.add_layer("Activation", [x], {"function": "relu"}, name="a")
+    b = net.add_layer("Activation", [a], {"function": "relu"}, name="b")
+    net.add_output(net.add_layer("Addition", [a, b], name="c"), "y")
+    graph = planning.Graph(net)
+    spec = planning.describe_subgraph(graph, "Acme", [0, 1, 2])
+    position = {name: k for k, (name, _, _) in enumerate(spec.tensors)}
+    views = planning.Views(substitutions=[([0, 2], [position["b"]], [position["a"], position["c"]],
+                                           object())], untouched=[1])
+    with pytest.raises(loader.InvalidOptimizationError, match="not convex"):
+        planning.validate_views(graph, spec, views)
+    views.substitutions = [([0, 1, 2], [position["x"]], [position["c"]], object())]
+    views.untouched = []
+    planning.validate_views(graph, spec, views)      # the whole chain is fine

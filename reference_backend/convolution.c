@@ -1,0 +1,177 @@
+/*
+ * Convolution2d (as a GEMM over the implicit im2col matrix) and DepthwiseConvolution2d
+ * (direct, channels in registers).
+ */
+#include "kernels_internal.h"
+
+/* ------------------------------------------------------------------------- */
+/* Convolution                                                               */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * rk_conv2d: y[n, oh, ow, o] = conv(x[n, h, w, c], filt[o, kh, kw, c]) + bias[o].
+ * Preconditions: sizes >= 0 (o or an output dim of 0 does nothing), kh, kw,
+ * c, strides and dilations >= 1, pads >= 0, oh/ow from the formula in
+ * kernels.h; y does not alias the inputs.
+ * GEMM with M = n*oh*ow, N = o, K = kh*kw*c; scratch as for gemm_run (for
+ * typical layers about the size of the filter plus 0.5 MiB per thread).
+ * Returns 1 if the scratch allocation fails.
+ */
+int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t o)
+{
+    return rk_conv2d_fused(x, filt, bias, y, p, o, NULL);
+}
+
+int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+{
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.m = p->n * p->oh * p->ow;
+    op.n = o;
+    op.k = p->kh * p->kw * p->c;
+    if (p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+        p->pad_left == 0 && p->oh == p->h && p->ow == p->w) {
+        /* pointwise: the NHWC input already is the [pixels, c] matrix */
+        op.a = x;
+        op.lda = p->c;
+    } else {
+        op.a = x;
+        op.conv = p;
+    }
+    /* filt [o, kh*kw*c] is B transposed */
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    op.epilogue = epilogue;
+    return rk_gemm_run(&op);
+}
+
+/* ------------------------------------------------------------------------- */
+/* Depthwise convolution                                                     */
+/* ------------------------------------------------------------------------- */
+
+typedef struct dw_task {
+    const float *x, *filt, *bias;
+    float *y;
+    const rk_conv_params *p;
+    int64_t mult;
+    int64_t row0, row1; /* range over n * oh output rows */
+    const rk_epilogue *epilogue;
+} dw_task;
+
+static void *dw_task_run(void *arg)
+{
+    const dw_task *t = (const dw_task *)arg;
+    const rk_conv_params *p = t->p;
+    const int64_t C = p->c, mult = t->mult, OC = C * mult;
+    for (int64_t row = t->row0; row < t->row1; row++) {
+        const int64_t bi = row / p->oh, oy = row - bi * p->oh;
+        const int64_t iy0 = oy * p->stride_h - p->pad_top;
+        const float *img = t->x + bi * p->h * p->w * C;
+        int64_t ky0, ky1;
+        tap_range(iy0, p->dil_h, p->h, p->kh, &ky0, &ky1);
+        for (int64_t ox = 0; ox < p->ow; ox++) {
+            float *out = t->y + (row * p->ow + ox) * OC;
+            const int64_t ix0 = ox * p->stride_w - p->pad_left;
+            int64_t kx0, kx1;
+            tap_range(ix0, p->dil_w, p->w, p->kw, &kx0, &kx1);
+            if (mult == 1) {
+                /* 16 channels at a time with the sums held in registers over
+                   all taps: one load of input and filter per multiply-add */
+                int64_t ch = 0;
+                for (; ch + 16 <= C; ch += 16) {
+                    vf4 a0 = vf4_splat(0.0f), a1 = a0, a2 = a0, a3 = a0;
+                    if (t->bias) {
+                        a0 = vf4_load(t->bias + ch);
+                        a1 = vf4_load(t->bias + ch + 4);
+                        a2 = vf4_load(t->bias + ch + 8);
+                        a3 = vf4_load(t->bias + ch + 12);
+                    }
+                    for (int64_t ky = ky0; ky < ky1; ky++) {
+                        const float *inrow = img + (iy0 + ky * p->dil_h) * p->w * C + ch;
+                        const float *frow = t->filt + ky * p->kw * C + ch;
+                        for (int64_t kx = kx0; kx < kx1; kx++) {
+                            const float *in = inrow + (ix0 + kx * p->dil_w) * C;
+                            const float *f = frow + kx * C;
+                            a0 += vf4_load(in) * vf4_load(f);
+                            a1 += vf4_load(in + 4) * vf4_load(f + 4);
+                            a2 += vf4_load(in + 8) * vf4_load(f + 8);
+                            a3 += vf4_load(in + 12) * vf4_load(f + 12);
+                        }
+                    }
+                    vf4_store(out + ch, a0);
+                    vf4_store(out + ch + 4, a1);
+                    vf4_store(out + ch + 8, a2);
+                    vf4_store(out + ch + 12, a3);
+                }
+                for (; ch < C; ch++) {
+                    float acc = t->bias ? t->bias[ch] : 0.0f;
+                    for (int64_t ky = ky0; ky < ky1; ky++)
+                        for (int64_t kx = kx0; kx < kx1; kx++)
+                            acc += img[((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C + ch] *
+                                   t->filt[(ky * p->kw + kx) * C + ch];
+                    out[ch] = acc;
+                }
+            } else {
+                if (t->bias)
+                    memcpy(out, t->bias, (size_t)OC * sizeof(float));
+                else
+                    memset(out, 0, (size_t)OC * sizeof(float));
+                for (int64_t ky = ky0; ky < ky1; ky++) {
+                    for (int64_t kx = kx0; kx < kx1; kx++) {
+                        const float *in = img + ((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C;
+                        const float *f = t->filt + (ky * p->kw + kx) * OC;
+                        for (int64_t ci = 0; ci < C; ci++) {
+                            const float v = in[ci];
+                            float *o = out + ci * mult;
+                            const float *ff = f + ci * mult;
+                            for (int64_t j = 0; j < mult; j++)
+                                o[j] += v * ff[j];
+                        }
+                    }
+                }
+            }
+        }
+        /* the output row is final: fuse the epilogue while it is in cache */
+        if (t->epilogue != NULL)
+            rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC, OC, row * p->ow, 0, p->ow, OC);
+    }
+    return NULL;
+}
+
+/*
+ * rk_depthwise_conv2d: y[n, oh, ow, c*mult]; filt [1, kh, kw, c*mult];
+ * bias [c*mult] or NULL. Preconditions as rk_conv2d, mult >= 1. No scratch.
+ */
+int rk_depthwise_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t mult)
+{
+    return rk_depthwise_conv2d_fused(x, filt, bias, y, p, mult, NULL);
+}
+
+int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue)
+{
+    const int64_t rows = p->n * p->oh;
+    if (rows <= 0 || p->ow <= 0 || p->c <= 0 || mult <= 0)
+        return 0;
+    /* ~200 us of single-thread work per extra thread covers its start-up */
+    double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
+    int nt = rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
+    if (nt > rows)
+        nt = (int)rows;
+    dw_task tasks[RK_MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        dw_task t = { x, filt, bias, y, p, mult, rows * i / nt, rows * (i + 1) / nt, epilogue };
+        tasks[i] = t;
+    }
+    if (nt == 1)
+        dw_task_run(&tasks[0]);
+    else
+        rk_run_tasks(dw_task_run, tasks, sizeof(dw_task), nt);
+    return 0;
+}

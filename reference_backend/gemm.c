@@ -1,0 +1,618 @@
+/*
+ * Packed, cache-blocked SGEMM: C = A * B [+ bias per column], then an optional epilogue, with
+ * a register-blocked micro-kernel chosen once at run time (AVX-512F, AVX2+FMA, or portable C
+ * that the compiler auto-vectorizes). Fully connected and conv2d are both expressed as this
+ * GEMM; conv2d packs its im2col operand directly from the NHWC input, block by block, so no
+ * full im2col matrix is ever materialized.
+ *
+ * Test hooks (compile time only): -DRK_NO_AVX512 disables the AVX-512 path, -DRK_NO_X86_SIMD
+ * disables every intrinsic path, so the portable code can be exercised on a machine that has
+ * the wider instruction sets.
+ */
+#include "kernels_internal.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+/* ------------------------------------------------------------------------- */
+/* Micro-kernels                                                             */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * A micro-kernel computes one MR x NR tile of C from a packed A micro-panel
+ * (kc steps of MR contiguous values) and a packed B micro-panel (kc steps of
+ * NR contiguous values). The products are summed from zero in registers and
+ * then added either to C (later K blocks) or to the bias row (first K block;
+ * NR values, or NULL for zero). Starting from zero rather than from C keeps
+ * the prologue free of loads, so the accumulators never spill.
+ * Full tiles only: the driver routes edge tiles through a local buffer.
+ */
+#define RK_MAX_MR 14
+#define RK_MAX_NR 32
+
+/* Portable 4x8: small enough that the accumulators stay in registers on any
+   target with 16 vector registers, and the j loop maps onto 128-bit SIMD. */
+static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                            const float *bias, int accumulate)
+{
+    float acc[4][8] = { { 0 } };
+    for (int64_t k = 0; k < kc; k++) {
+        for (int i = 0; i < 4; i++) {
+            float ai = a[i];
+            for (int j = 0; j < 8; j++)
+                acc[i][j] += ai * b[j];
+        }
+        a += 4;
+        b += 8;
+    }
+    for (int i = 0; i < 4; i++)
+        for (int j = 0; j < 8; j++)
+            c[i * ldc + j] = acc[i][j] + (accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f));
+}
+
+/*
+ * The intrinsic kernels name every accumulator as its own variable (generated
+ * by the row macros below): with arrays, GCC keeps the accumulators in stack
+ * slots and stores them back on every k step.
+ */
+#define RK_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RK_ROWS14(X) RK_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
+
+#if defined(RK_X86)
+/* 6x16 uses 12 of the 16 ymm registers for accumulators, leaving room for the
+   two B vectors and the broadcast A value. */
+__attribute__((target("avx2,fma")))
+static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                          const float *bias, int accumulate)
+{
+#define RK_DECL8(i) __m256 c0_##i = _mm256_setzero_ps(), c1_##i = _mm256_setzero_ps();
+#define RK_STEP8(i)                                     \
+    {                                                   \
+        const __m256 ai = _mm256_broadcast_ss(a + (i)); \
+        c0_##i = _mm256_fmadd_ps(ai, b0, c0_##i);       \
+        c1_##i = _mm256_fmadd_ps(ai, b1, c1_##i);       \
+    }
+#define RK_ACC8(i)                                                                         \
+    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, _mm256_loadu_ps(c + (i) * ldc))); \
+    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, _mm256_loadu_ps(c + (i) * ldc + 8)));
+#define RK_BIAS8(i)                                            \
+    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, v0)); \
+    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, v1));
+    RK_ROWS6(RK_DECL8)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m256 b0 = _mm256_loadu_ps(b);
+        const __m256 b1 = _mm256_loadu_ps(b + 8);
+        RK_ROWS6(RK_STEP8)
+        a += 6;
+        b += 16;
+    }
+    if (accumulate) {
+        RK_ROWS6(RK_ACC8)
+    } else {
+        const __m256 v0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+        const __m256 v1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+        RK_ROWS6(RK_BIAS8)
+    }
+#undef RK_DECL8
+#undef RK_STEP8
+#undef RK_ACC8
+#undef RK_BIAS8
+}
+#endif
+
+#if defined(RK_X86_AVX512)
+/* 14x32: 28 zmm accumulators + 2 B vectors + 1 broadcast = 31 of 32 registers.
+   Per k step: 2 vector loads and 14 broadcasts feed 28 FMAs, which keeps the
+   load ports below the FMA ports' rate. */
+__attribute__((target("avx512f")))
+static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                             const float *bias, int accumulate)
+{
+#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
+#define RK_STEP16(i)                                \
+    {                                               \
+        const __m512 ai = _mm512_set1_ps(a[i]);     \
+        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);   \
+        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
+    }
+#define RK_ACC16(i)                                                                        \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
+#define RK_BIAS16(i)                                           \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
+    RK_ROWS14(RK_DECL16)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(b);
+        const __m512 b1 = _mm512_loadu_ps(b + 16);
+        RK_ROWS14(RK_STEP16)
+        a += 14;
+        b += 32;
+    }
+    if (accumulate) {
+        RK_ROWS14(RK_ACC16)
+    } else {
+        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+        RK_ROWS14(RK_BIAS16)
+    }
+#undef RK_DECL16
+#undef RK_STEP16
+#undef RK_ACC16
+#undef RK_BIAS16
+}
+#endif
+
+/* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
+   micro-panel of a unit, so it should stay in L1/L2; the packed A block
+   (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
+   the nominal unit width (columns of C per work unit). */
+static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 4096 };
+#if defined(RK_X86)
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 4096 };
+#endif
+#if defined(RK_X86_AVX512)
+static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 4096 };
+#endif
+
+/* ------------------------------------------------------------------------- */
+/* ISA dispatch, once                                                         */
+/* ------------------------------------------------------------------------- */
+
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static const ukr_desc *g_ukr = &ukr_generic;
+
+static void init_once(void)
+{
+#if defined(RK_X86)
+    __builtin_cpu_init();
+#if defined(RK_X86_AVX512)
+    if (__builtin_cpu_supports("avx512f")) {
+        g_ukr = &ukr_avx512;
+        return;
+    }
+#endif
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        g_ukr = &ukr_avx2;
+        return;
+    }
+#endif
+    g_ukr = &ukr_generic;
+}
+
+const ukr_desc *rk_gemm_kernel(void)
+{
+    pthread_once(&g_once, init_once);
+    return g_ukr;
+}
+
+/* ------------------------------------------------------------------------- */
+/* SGEMM driver                                                              */
+/* ------------------------------------------------------------------------- */
+
+/* The packers are inlined with MR/NR as literal constants so the inner loops
+   get fixed trip counts. */
+static inline __attribute__((always_inline)) void
+pack_a_matrix_impl(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, const int mr)
+{
+    if (rows == mr) {
+        for (int64_t k = 0; k < kc; k++)
+            for (int i = 0; i < mr; i++)
+                dst[k * mr + i] = src[i * lda + k];
+    } else {
+        for (int64_t k = 0; k < kc; k++)
+            for (int i = 0; i < mr; i++)
+                dst[k * mr + i] = i < rows ? src[i * lda + k] : 0.0f;
+    }
+}
+
+static void pack_a_matrix(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, int mr)
+{
+    switch (mr) {
+    case 14: pack_a_matrix_impl(src, lda, rows, kc, dst, 14); break;
+    case 6: pack_a_matrix_impl(src, lda, rows, kc, dst, 6); break;
+    case 4: pack_a_matrix_impl(src, lda, rows, kc, dst, 4); break;
+    default: pack_a_matrix_impl(src, lda, rows, kc, dst, mr); break;
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pack_a_conv_impl(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
+                 float *dst, const int mr)
+{
+    const int64_t ohw = p->oh * p->ow, C = p->c;
+    const int64_t tap0 = k0 / C, ci0 = k0 - tap0 * C;
+    for (int r = 0; r < mr; r++) {
+        float *d = dst + r;
+        if (r >= rows) {
+            for (int64_t k = 0; k < kc; k++)
+                d[k * mr] = 0.0f;
+            continue;
+        }
+        int64_t q = row0 + r;
+        int64_t bi = q / ohw, rem = q - bi * ohw;
+        int64_t oy = rem / p->ow, ox = rem - oy * p->ow;
+        int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
+        const float *img = x + bi * p->h * p->w * C;
+        int64_t ky = tap0 / p->kw, kx = tap0 - ky * p->kw, ci = ci0;
+        int64_t k = 0;
+        while (k < kc) {
+            int64_t seg = min_i64(C - ci, kc - k);
+            int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
+            float *dd = d + k * mr;
+            if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w) {
+                const float *s = img + (iy * p->w + ix) * C + ci;
+                for (int64_t t = 0; t < seg; t++)
+                    dd[t * mr] = s[t];
+            } else {
+                for (int64_t t = 0; t < seg; t++)
+                    dd[t * mr] = 0.0f;
+            }
+            k += seg;
+            ci = 0;
+            if (++kx == p->kw) {
+                kx = 0;
+                ky++;
+            }
+        }
+    }
+}
+
+static void pack_a_conv(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0,
+                        int64_t kc, float *dst, int mr)
+{
+    switch (mr) {
+    case 14: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 14); break;
+    case 6: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 6); break;
+    case 4: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 4); break;
+    default: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, mr); break;
+    }
+}
+
+/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of A into ceil(mc/mr) micro-panels. */
+static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst)
+{
+    const int mr = op->u->mr;
+    for (int64_t ip = 0; ip < mc; ip += mr) {
+        int64_t rows = min_i64(mr, mc - ip);
+        float *d = dst + ip * kc;
+        if (op->conv)
+            pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+        else
+            pack_a_matrix(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
+    }
+}
+
+static inline __attribute__((always_inline)) void
+pack_b_impl(const float *src, int64_t rsb, int64_t csb, int64_t cols, int64_t kc, float *dst, const int nr)
+{
+    if (csb == 1) {
+        for (int64_t k = 0; k < kc; k++) {
+            const float *s = src + k * rsb;
+            float *d = dst + k * nr;
+            if (cols == nr) {
+                for (int j = 0; j < nr; j++)
+                    d[j] = s[j];
+            } else {
+                for (int j = 0; j < nr; j++)
+                    d[j] = j < cols ? s[j] : 0.0f;
+            }
+        }
+    } else {
+        /* Transposed source (e.g. [m, k] weights): go through the panel in
+           16-step slices of k so the nr source lines being read and the
+           16 x nr destination block both stay in L1. */
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const int64_t kn = min_i64(16, kc - k0);
+            float *d = dst + k0 * nr;
+            for (int64_t j = 0; j < cols; j++) {
+                const float *s = src + j * csb + k0 * rsb;
+                for (int64_t k = 0; k < kn; k++)
+                    d[k * nr + j] = s[k * rsb];
+            }
+            for (int64_t j = cols; j < nr; j++)
+                for (int64_t k = 0; k < kn; k++)
+                    d[k * nr + j] = 0.0f;
+        }
+    }
+}
+
+/* Packs B rows [k0, k0+kc) x cols [j0, j0+nc) into ceil(nc/nr) micro-panels. */
+static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_t kc, float *dst)
+{
+    const int nr = op->u->nr;
+    for (int64_t jp = 0; jp < nc; jp += nr) {
+        int64_t cols = min_i64(nr, nc - jp);
+        const float *s = op->b + k0 * op->rsb + (j0 + jp) * op->csb;
+        float *d = dst + jp * kc;
+        switch (nr) {
+        case 32: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 32); break;
+        case 16: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 16); break;
+        case 8: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 8); break;
+        default: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, nr); break;
+        }
+    }
+}
+
+/*
+ * Parallel scheme. B is packed into a shared "slab" (all of K x up to slab_w
+ * columns of B), then C is cut into units of mcu rows x nu columns; each unit
+ * packs its own A block per K block into a private buffer.
+ *
+ * All work is one ordered list of items, claimed through an atomic counter:
+ *   [B-pack items of slab 0][units of slab 0][B-pack items of slab 1]...
+ * A unit needs every pack item of its slab done, and a pack item needs every
+ * unit of the previous slab done (it overwrites the slab buffer). Since items
+ * are claimed in order, "phase p is complete" is simply "the number of
+ * completed items has reached the start of phase p + 1", so one completion
+ * counter expresses every dependency, and a claimed item only ever waits for
+ * items that running threads have already claimed.
+ *
+ * Nothing waits for a thread that has not started yet: a worker that the OS
+ * schedules late (other load on the machine, or placed on the caller's core)
+ * just finds less work left. With a fixed split or a full barrier, such a
+ * straggler would stall the whole call.
+ */
+typedef struct gemm_shared {
+    const gemm_op *op;
+    int64_t kc, slab_w, slab_wp, mcu, nu;
+    int64_t nslabs, items_full, total_items;
+    float *bp;          /* packed slab: K block at offset pc * slab_wp */
+    float *ap;          /* per-thread A buffers, a_stride floats each */
+    size_t a_stride;
+    int single;         /* one participant: never wait, never lock */
+    atomic_llong next, done;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int waiters;        /* protected by mu */
+} gemm_shared;
+
+typedef struct gemm_worker {
+    gemm_shared *sh;
+    int id;
+} gemm_worker;
+
+#define RK_PACK_GROUP 4 /* B micro-panels per packing work item */
+
+static int64_t slab_pack_items(const gemm_shared *sh, int64_t slab_w)
+{
+    const int nr = sh->op->u->nr;
+    return ceil_div(sh->op->k, sh->kc) * ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
+}
+
+static int64_t slab_units(const gemm_shared *sh, int64_t slab_w)
+{
+    return ceil_div(sh->op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
+}
+
+static void wait_done(gemm_shared *sh, int64_t need)
+{
+    if (sh->single || atomic_load(&sh->done) >= need)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    sh->waiters++;
+    while (atomic_load(&sh->done) < need)
+        pthread_cond_wait(&sh->cv, &sh->mu);
+    sh->waiters--;
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void mark_done(gemm_shared *sh)
+{
+    if (sh->single) {
+        atomic_fetch_add(&sh->done, 1);
+        return;
+    }
+    pthread_mutex_lock(&sh->mu);
+    atomic_fetch_add(&sh->done, 1);
+    if (sh->waiters)
+        pthread_cond_broadcast(&sh->cv);
+    pthread_mutex_unlock(&sh->mu);
+}
+
+static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
+{
+    const gemm_op *op = sh->op;
+    const ukr_desc *u = op->u;
+    const int mr = u->mr, nr = u->nr;
+    const int64_t nnb = ceil_div(slab_w, sh->nu);
+    const int64_t i0 = unit / nnb * sh->mcu, j0 = unit % nnb * sh->nu;
+    const int64_t mc = min_i64(sh->mcu, op->m - i0), jend = min_i64(j0 + sh->nu, slab_w);
+    float tile[RK_MAX_MR * RK_MAX_NR] __attribute__((aligned(64)));
+    float bias_pad[RK_MAX_NR] __attribute__((aligned(64)));
+
+    for (int64_t pc = 0; pc < op->k; pc += sh->kc) {
+        const int64_t kc = min_i64(sh->kc, op->k - pc);
+        const int accumulate = pc > 0;
+        const float *bblk = sh->bp + pc * sh->slab_wp;
+        pack_a(op, i0, mc, pc, kc, ap);
+        for (int64_t jr = j0; jr < jend; jr += nr) {
+            const int64_t cols = min_i64(nr, jend - jr);
+            const float *bpanel = bblk + jr * kc;
+            const float *bias = op->bias ? op->bias + slab0 + jr : NULL;
+            if (bias && cols < nr) {
+                /* the micro-kernel reads a full NR bias row */
+                for (int j = 0; j < nr; j++)
+                    bias_pad[j] = j < cols ? bias[j] : 0.0f;
+                bias = bias_pad;
+            }
+            for (int64_t ir = 0; ir < mc; ir += mr) {
+                const int64_t rows = min_i64(mr, mc - ir);
+                const float *apanel = ap + ir * kc;
+                float *cp = op->c + (i0 + ir) * op->ldc + slab0 + jr;
+                if (rows == mr && cols == nr) {
+                    u->fn(kc, apanel, bpanel, cp, op->ldc, bias, accumulate);
+                } else {
+                    /* Edge tile: go through a full-size local tile so the
+                       kernel never touches C outside the matrix. */
+                    if (accumulate)
+                        for (int64_t i = 0; i < rows; i++)
+                            memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
+                    u->fn(kc, apanel, bpanel, tile, nr, bias, accumulate);
+                    for (int64_t i = 0; i < rows; i++)
+                        memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
+                }
+                /* the tile is final after the last K block: fuse the epilogue while it is hot */
+                if (op->epilogue != NULL && pc + kc >= op->k)
+                    rk_apply_epilogue(op->epilogue, cp, op->ldc, i0 + ir, slab0 + jr, rows, cols);
+            }
+        }
+    }
+}
+
+static void *gemm_worker_run(void *arg)
+{
+    const gemm_worker *w = (const gemm_worker *)arg;
+    gemm_shared *sh = w->sh;
+    const gemm_op *op = sh->op;
+    const int nr = op->u->nr;
+    float *ap = sh->ap + (size_t)w->id * sh->a_stride;
+    int64_t it;
+
+    while ((it = atomic_fetch_add(&sh->next, 1)) < sh->total_items) {
+        const int64_t s = min_i64(it / sh->items_full, sh->nslabs - 1);
+        const int64_t base = s * sh->items_full, r = it - base;
+        const int64_t slab0 = s * sh->slab_w;
+        const int64_t slab_w = min_i64(sh->slab_w, op->n - slab0);
+        const int64_t npack = slab_pack_items(sh, slab_w);
+        if (r < npack) {
+            wait_done(sh, base); /* previous slab fully consumed */
+            const int64_t ngroups = ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
+            const int64_t pc = r / ngroups * sh->kc, jp = r % ngroups * RK_PACK_GROUP * nr;
+            const int64_t kc = min_i64(sh->kc, op->k - pc);
+            const int64_t cols = min_i64(RK_PACK_GROUP * nr, slab_w - jp);
+            pack_b(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
+        } else {
+            wait_done(sh, base + npack); /* this slab fully packed */
+            gemm_unit(sh, ap, slab0, slab_w, r - npack);
+        }
+        mark_done(sh);
+    }
+    return NULL;
+}
+
+/* Rebalances a block size so the last block is not tiny, e.g. K = 576 with a
+   nominal 384 becomes two blocks of 288 instead of 384 + 192. */
+static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
+{
+    int64_t nblocks = ceil_div(total, nominal);
+    int64_t b = ceil_div(total, nblocks);
+    return ceil_div(b, unit) * unit;
+}
+
+/*
+ * gemm_run: C = A * B + bias as described by op; M, N, K >= 0.
+ * Scratch (one allocation per call, freed before returning):
+ *   packed B slab: K x min(N, slab) floats rounded up to NR columns, where the
+ *   slab is all of N if that fits RK_SLAB_BYTES (16 MiB), else the widest
+ *   slab that fits, but at least RK_MIN_SLAB_COLS columns (so at most
+ *   max(16 MiB, 1 KiB * K));
+ *   plus one packed A block per thread, at most 336 x 384 floats (516 KiB).
+ * Returns 1 if that allocation fails (C untouched), else 0.
+ */
+int rk_gemm_run(const gemm_op *op)
+{
+    const ukr_desc *u = op->u;
+    const int64_t M = op->m, N = op->n, K = op->k;
+    const int mr = u->mr, nr = u->nr;
+    if (M <= 0 || N <= 0)
+        return 0;
+    if (K <= 0) {
+        for (int64_t i = 0; i < M; i++)
+            for (int64_t j = 0; j < N; j++)
+                op->c[i * op->ldc + j] = op->bias ? op->bias[j] : 0.0f;
+        if (op->epilogue != NULL)
+            rk_apply_epilogue(op->epilogue, op->c, op->ldc, 0, 0, M, N);
+        return 0;
+    }
+
+    gemm_shared sh;
+    memset(&sh, 0, sizeof sh);
+    sh.op = op;
+    sh.kc = balanced_block(K, u->kc, 4);
+
+    /* Slab width: all of N when the packed copy fits the budget, else as many
+       columns as fit, but never so few that A gets re-packed too often. */
+    int64_t slab_w = ceil_div(N, nr) * nr;
+    if (slab_w * K * (int64_t)sizeof(float) > RK_SLAB_BYTES) {
+        slab_w = RK_SLAB_BYTES / ((int64_t)sizeof(float) * K) / nr * nr;
+        slab_w = max_i64(slab_w, ceil_div(RK_MIN_SLAB_COLS, nr) * nr);
+        slab_w = balanced_block(N, slab_w, nr);
+    }
+    sh.slab_w = slab_w;
+    sh.slab_wp = ceil_div(min_i64(slab_w, N), nr) * nr;
+
+    /* Starting a thread costs ~40 us here (more when the OS places it on a
+       busy core), and the shared B packing is a short serial-ish phase:
+       measured, a second thread only pays off from ~50 MFLOP on. */
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
+
+    /* Units: start from the cache-sized block and shrink until every thread
+       can claim several, so late finishers are absorbed by the others. */
+    int64_t w_eff = min_i64(slab_w, N);
+    sh.mcu = balanced_block(M, u->mc, mr);
+    sh.nu = balanced_block(w_eff, u->nc, nr);
+    while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < RK_UNITS_PER_THREAD * (int64_t)nt) {
+        /* prefer thinner row blocks: narrower units would re-pack A */
+        if (sh.mcu > 4 * mr)
+            sh.mcu = balanced_block(M, ceil_div(sh.mcu, 2 * mr) * mr, mr);
+        else if (sh.nu > 4 * nr)
+            sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
+        else
+            break;
+    }
+    int64_t nunits = ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu);
+    if (nt > nunits)
+        nt = (int)nunits;
+
+    sh.nslabs = ceil_div(N, slab_w);
+    sh.items_full = slab_pack_items(&sh, w_eff) + slab_units(&sh, w_eff);
+    {
+        const int64_t last_w = N - (sh.nslabs - 1) * slab_w;
+        sh.total_items = (sh.nslabs - 1) * sh.items_full + slab_pack_items(&sh, last_w) + slab_units(&sh, last_w);
+    }
+
+    sh.a_stride = (size_t)(ceil_div(sh.mcu * sh.kc, 16) * 16); /* keep each buffer 64-byte aligned */
+    size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
+    float *scratch = (float *)alloc_aligned((b_elems + sh.a_stride * (size_t)nt) * sizeof(float));
+    if (!scratch)
+        return 1;
+    sh.bp = scratch;
+    sh.ap = scratch + b_elems;
+    atomic_init(&sh.next, 0);
+    atomic_init(&sh.done, 0);
+
+    gemm_worker workers[RK_MAX_THREADS];
+    pthread_t tid[RK_MAX_THREADS];
+    for (int i = 0; i < nt; i++) {
+        workers[i].sh = &sh;
+        workers[i].id = i;
+    }
+    if (nt > 1) {
+        if (pthread_mutex_init(&sh.mu, NULL) != 0) {
+            nt = 1;
+        } else if (pthread_cond_init(&sh.cv, NULL) != 0) {
+            pthread_mutex_destroy(&sh.mu);
+            nt = 1;
+        }
+    }
+    if (nt > 1) {
+        /* A thread that cannot be created simply does not take part: the
+           work is claimed dynamically, so fewer participants stay correct. */
+        int started[RK_MAX_THREADS];
+        for (int i = 1; i < nt; i++)
+            started[i] = pthread_create(&tid[i], NULL, gemm_worker_run, &workers[i]) == 0;
+        gemm_worker_run(&workers[0]);
+        for (int i = 1; i < nt; i++)
+            if (started[i])
+                pthread_join(tid[i], NULL);
+        pthread_cond_destroy(&sh.cv);
+        pthread_mutex_destroy(&sh.mu);
+    } else {
+        sh.single = 1;
+        gemm_worker_run(&workers[0]);
+    }
+    free(scratch);
+    return 0;
+}

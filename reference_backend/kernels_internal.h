@@ -1,0 +1,278 @@
+/*
+ * Shared by the reference kernels (one file per operator family, see kernels.h for the
+ * contract): target selection, threading thresholds, small integer helpers, 4-lane vectors
+ * with the vectorized exp/sigmoid/tanh, window clipping, the thread helpers (threading.c) and
+ * the packed SGEMM behind fully connected and convolution (gemm.c).
+ */
+#ifndef RK_INTERNAL_H
+#define RK_INTERNAL_H
+
+#include "kernels.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#if defined(__x86_64__) && !defined(RK_NO_X86_SIMD)
+#include <immintrin.h>
+#define RK_X86 1
+#if !defined(RK_NO_AVX512)
+#define RK_X86_AVX512 1
+#endif
+#endif
+
+#define RK_MAX_THREADS 64
+#define RK_ALIGN 64
+
+/*
+ * Threading thresholds: minimum work per thread before another thread is
+ * started. A thread start costs ~40-100 us on the 2-vCPU development VM (more
+ * when the scheduler first puts it on the caller's core); below these sizes a
+ * second thread was measured to make calls slower, not faster.
+ *   GEMM (fully connected, conv2d): flops.
+ *   depthwise: 2x RK_SMALL_MIN_WORK_PER_THREAD flops; pooling: that many
+ *   window elements visited.
+ * Overridable at compile time (the tests lower them to exercise the threaded
+ * paths on small shapes).
+ */
+#ifndef RK_GEMM_MIN_FLOP_PER_THREAD
+#define RK_GEMM_MIN_FLOP_PER_THREAD 24e6
+#endif
+#ifndef RK_SMALL_MIN_WORK_PER_THREAD
+#define RK_SMALL_MIN_WORK_PER_THREAD 2e6
+#endif
+/* GEMM work units per thread: enough that a thread started late or slowed
+   down by other load is absorbed by the others. */
+#ifndef RK_UNITS_PER_THREAD
+#define RK_UNITS_PER_THREAD 8
+#endif
+
+/* Fully connected with at most this many rows skips the GEMM and streams
+   the weights (see fc_few_rows), which is memory bound: a thread per ~4 MiB
+   of weights. */
+#ifndef RK_FC_STREAM_ROWS
+#define RK_FC_STREAM_ROWS 4
+#endif
+#ifndef RK_STREAM_MIN_WEIGHTS_PER_THREAD
+#define RK_STREAM_MIN_WEIGHTS_PER_THREAD 1e6
+#endif
+
+/* Shared packed-B budget; beyond it B is processed in column slabs of at
+   least RK_MIN_SLAB_COLS columns (so A is not re-packed too often). */
+#define RK_SLAB_BYTES ((int64_t)16 << 20)
+#define RK_MIN_SLAB_COLS 256
+
+static inline int64_t min_i64(int64_t a, int64_t b) { return a < b ? a : b; }
+static inline int64_t max_i64(int64_t a, int64_t b) { return a > b ? a : b; }
+static inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+static inline void *alloc_aligned(size_t bytes)
+{
+    /* aligned_alloc wants a size that is a multiple of the alignment. */
+    size_t sz = (bytes + RK_ALIGN - 1) / RK_ALIGN * RK_ALIGN;
+    return aligned_alloc(RK_ALIGN, sz ? sz : RK_ALIGN);
+}
+
+/*
+ * 4-lane vectors (GCC vector extensions: SSE2 on x86_64, NEON on arm64,
+ * scalarized elsewhere). Used where the auto-vectorizer cannot be relied on:
+ * without -ffast-math it refuses loops in which a select feeds floating-point
+ * arithmetic (it turns the select into a branch and will not speculate
+ * possibly-trapping operations), and it keeps accumulator arrays in memory.
+ */
+typedef float vf4 __attribute__((vector_size(16)));
+typedef int32_t vi4 __attribute__((vector_size(16)));
+typedef uint32_t vu4 __attribute__((vector_size(16)));
+
+static inline vf4 vf4_load(const float *p)
+{
+    vf4 v;
+    memcpy(&v, p, sizeof v);
+    return v;
+}
+static inline void vf4_store(float *p, vf4 v) { memcpy(p, &v, sizeof v); }
+static inline vf4 vf4_splat(float s) { return (vf4){ s, s, s, s }; }
+/* lanes of a where m is all-ones, else b */
+static inline vf4 vf4_select(vi4 m, vf4 a, vf4 b) { return (vf4)((m & (vi4)a) | (~m & (vi4)b)); }
+/* max(a, b) = a > b ? a : b per lane; a NaN in b passes through, a NaN in a
+   does not (used that way to clamp while keeping NaN). The x86 form is one
+   instruction; the bitwise select above costs four and the per-lane loop is
+   not reliably vectorized once inlined into a bigger loop. */
+#if defined(__SSE__) && !defined(RK_NO_X86_SIMD)
+#include <xmmintrin.h>
+static inline vf4 vf4_max(vf4 a, vf4 b) { return (vf4)_mm_max_ps((__m128)a, (__m128)b); }
+static inline vf4 vf4_min(vf4 a, vf4 b) { return (vf4)_mm_min_ps((__m128)a, (__m128)b); }
+#else
+static inline vf4 vf4_max(vf4 a, vf4 b)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = a[l] > b[l] ? a[l] : b[l];
+    return r;
+}
+static inline vf4 vf4_min(vf4 a, vf4 b)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = a[l] < b[l] ? a[l] : b[l];
+    return r;
+}
+#endif
+static inline float vf4_hmax(vf4 v)
+{
+    float m = v[0];
+    for (int l = 1; l < 4; l++)
+        m = v[l] > m ? v[l] : m;
+    return m;
+}
+
+/*
+ * exp(x) = 2^n * e^r with n = round(x / ln2), |r| <= ln2/2, e^r by a degree-7
+ * Taylor polynomial (truncation error < 1e-8 relative). 2^n is applied as two
+ * factors so results in the subnormal range are still produced correctly.
+ * Max error about 3 ulp; NaN propagates, overflow gives +inf, underflow 0.
+ */
+static inline vf4 exp_v4(vf4 x)
+{
+    const vf4 magic = vf4_splat(12582912.0f); /* 1.5 * 2^23: adding it rounds to an integer */
+    /* unsigned lanes: the exponent arithmetic wraps (defined) for NaN input */
+    const vu4 magic_bits = (vu4){ 0x4B400000u, 0x4B400000u, 0x4B400000u, 0x4B400000u };
+    const vu4 bias = (vu4){ 127u, 127u, 127u, 127u };
+    /* clamp so n stays in [-150, 128]; beyond that the result is 0 or inf
+       anyway (x is the second operand, so a NaN passes through) */
+    x = vf4_max(vf4_splat(-104.0f), x);
+    x = vf4_min(vf4_splat(89.0f), x);
+    vf4 n = (x * vf4_splat(1.44269504088896341f) + magic) - magic;
+    vf4 r = x - n * vf4_splat(0.693145751953125f); /* ln2 high part: exact product for |n| < 2^9 */
+    r = r - n * vf4_splat(1.428606765330187e-06f);  /* ln2 low part */
+    vf4 p = vf4_splat(1.0f / 5040.0f);
+    p = p * r + vf4_splat(1.0f / 720.0f);
+    p = p * r + vf4_splat(1.0f / 120.0f);
+    p = p * r + vf4_splat(1.0f / 24.0f);
+    p = p * r + vf4_splat(1.0f / 6.0f);
+    p = p * r + vf4_splat(0.5f);
+    p = p * r + vf4_splat(1.0f);
+    p = p * r + vf4_splat(1.0f);
+    /* n = h + (n - h) with both halves in [-75, 64], so each 2^k is a normal
+       float built directly in the exponent field */
+    vf4 th = n * vf4_splat(0.5f) + magic;
+    vf4 t2 = (n - (th - magic)) + magic;
+    vf4 s1 = (vf4)((((vu4)th - magic_bits) + bias) << 23);
+    vf4 s2 = (vf4)((((vu4)t2 - magic_bits) + bias) << 23);
+    return (p * s1) * s2;
+}
+
+static inline vf4 sigmoid_v4(vf4 x)
+{
+    /* e = e^-|x| <= 1: nothing overflows or cancels, and for x << 0 the
+       result e/(1+e) keeps its subnormal values instead of 1/inf = 0 */
+    const vi4 sign = (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN };
+    vf4 e = exp_v4((vf4)((vi4)x | sign));
+    vf4 r = vf4_splat(1.0f) / (vf4_splat(1.0f) + e);
+    return vf4_select(x < vf4_splat(0.0f), e * r, r);
+}
+
+static inline vf4 tanh_v4(vf4 x)
+{
+    /* |x| >= 0.25: tanh|x| = (1 - e) / (1 + e), e = e^-2|x| <= 1, where the
+       cancellation in 1 - e costs at most a factor 2 in relative error.
+       |x| < 0.25: odd Taylor series through x^11 (next term < 3e-10 relative). */
+    const vi4 sign = (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN };
+    vf4 ax = (vf4)((vi4)x & ~sign);
+    vf4 e = exp_v4(vf4_splat(-2.0f) * ax);
+    vf4 big = (vf4_splat(1.0f) - e) / (vf4_splat(1.0f) + e);
+    vf4 x2 = x * x;
+    vf4 p = vf4_splat(-1382.0f / 155925.0f);
+    p = p * x2 + vf4_splat(62.0f / 2835.0f);
+    p = p * x2 + vf4_splat(-17.0f / 315.0f);
+    p = p * x2 + vf4_splat(2.0f / 15.0f);
+    p = p * x2 + vf4_splat(-1.0f / 3.0f);
+    vf4 small = x + x * x2 * p;
+    /* big is |tanh|; OR-ing in the sign of x also keeps tanh(-0) = -0 */
+    return (vf4)((vi4)vf4_select(ax < vf4_splat(0.25f), small, big) | ((vi4)x & sign));
+}
+
+/* Applies a vf4 function to count floats, the tail through a padded buffer. */
+#define RK_MAP_V4(fn, x, y, count)                                          \
+    do {                                                                    \
+        int64_t i_ = 0;                                                     \
+        for (; i_ + 4 <= (count); i_ += 4)                                  \
+            vf4_store((y) + i_, fn(vf4_load((x) + i_)));                    \
+        if (i_ < (count)) {                                                 \
+            float tmp_[4] = { 0.0f, 0.0f, 0.0f, 0.0f };                     \
+            memcpy(tmp_, (x) + i_, (size_t)((count) - i_) * sizeof(float)); \
+            vf4_store(tmp_, fn(vf4_load(tmp_)));                            \
+            memcpy((y) + i_, tmp_, (size_t)((count) - i_) * sizeof(float)); \
+        }                                                                   \
+    } while (0)
+
+/* Taps k in [*k0, *k1) of a kmax-tap window (spacing d, first position base)
+   that land inside [0, lim): the window clipped to the image. */
+static inline void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax, int64_t *k0, int64_t *k1)
+{
+    int64_t lo = base >= 0 ? 0 : ceil_div(-base, d);
+    int64_t hi = lim - base <= 0 ? 0 : ceil_div(lim - base, d);
+    *k0 = min_i64(lo, kmax);
+    *k1 = max_i64(*k0, min_i64(hi, kmax));
+}
+
+/* ---- threading.c ------------------------------------------------------------------------ */
+
+/* Runs fn on n argument blocks (args + i*stride), n-1 of them on new threads and one on the
+   caller; a block whose thread cannot be created runs on the caller afterwards. */
+void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
+
+/* Threads worth using for `work` units when each thread should get at least
+   `min_per_thread` units. */
+int rk_threads_for(double work, double min_per_thread);
+
+/* ---- gemm.c ------------------------------------------------------------------------------ */
+
+/* Applies `e` to rows x cols values at c (row stride ldc); residual offset by the same rows and
+   columns relative to `row0`, `col0` of the whole output. */
+void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0, int64_t col0,
+                       int64_t rows, int64_t cols);
+
+typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       const float *bias, int accumulate);
+
+typedef struct ukr_desc {
+    ukr_fn fn;
+    int mr, nr;
+    int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
+} ukr_desc;
+
+/* ------------------------------------------------------------------------- */
+/* SGEMM driver                                                              */
+/* ------------------------------------------------------------------------- */
+
+/*
+ * C[M x N] (row stride ldc) = A[M x K] * B[K x N] + bias[N].
+ * A is either a row-major matrix (lda) or, when conv != NULL, the implicit
+ * im2col matrix of an NHWC convolution: row = output pixel, column =
+ * (ky, kx, ci). B[k][j] = b[k * rsb + j * csb].
+ */
+typedef struct gemm_op {
+    const ukr_desc *u;
+    const float *a;
+    int64_t lda;
+    const rk_conv_params *conv;
+    const float *b;
+    int64_t rsb, csb;
+    const float *bias;
+    float *c;
+    int64_t ldc;
+    int64_t m, n, k;
+    const rk_epilogue *epilogue; /* or NULL */
+} gemm_op;
+
+/* The packers are inlined with MR/NR as literal constants so the inner loops
+   get fixed trip counts. */
+
+/* The micro-kernel for this CPU (chosen once). */
+const ukr_desc *rk_gemm_kernel(void);
+
+/* C = A * B + bias (then the epilogue) as described by op; 1 if scratch allocation failed. */
+int rk_gemm_run(const gemm_op *op);
+
+#endif /* RK_INTERNAL_H */
