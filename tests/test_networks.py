@@ -337,7 +337,8 @@ def test_a_substitution_that_a_path_leaves_and_reenters_is_refused():
     graph = planning.Graph(net)
     spec = planning.describe_subgraph(graph, "Acme", [0, 1, 2])
     position = {name: k for k, (name, _, _) in enumerate(spec.tensors)}
-    views = planning.Views(substitutions=[([0, 2], [position["b"]], [position["a"], position["c"]],
+    views = planning.Views(substitutions=[([0, 2], [position["x"], position["b"]],
+                                           [position["a"], position["c"]],
                                            object())], untouched=[1])
     with pytest.raises(loader.InvalidOptimizationError, match="not convex"):
         planning.validate_views(graph, spec, views)
