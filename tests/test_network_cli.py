@@ -71,3 +71,16 @@ def test_run_failures_exit_1_and_usage_errors_exit_2(tmp_path, backend_dir):
     no_backend = run_module("plan", path, "--path", str(backend_dir), "--backends", "Nobody")
     assert no_backend.returncode == 1 and "Nobody" in no_backend.stderr
     assert run_module("run").returncode == 2
+
+
+def test_the_network_example_splits_and_matches_numpy():
+    import os
+    import subprocess
+    import sys
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "network.py")
+    result = subprocess.run([sys.executable, example], capture_output=True, text=True,
+                            timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "MockPartial  compiled  conv1 + relu1" in result.stdout
+    assert "its optimizer failed the layer" in result.stdout
