@@ -24,7 +24,7 @@ from conformance.requirements import REQUIREMENTS
 # The order cases run and report in. Layers come before the lifecycle and concurrency cases,
 # which run a layer too: a wrong layer is reported first by its own case, and the later cases it
 # breaks are marked as its consequences (runner.Controller).
-STAGES = ("file", "entry", "abi", "support", "layers", "lifecycle", "concurrency")
+STAGES = ("file", "entry", "abi", "support", "layers", "lifecycle", "concurrency", "net")
 
 
 class Failed(Exception):
@@ -611,3 +611,6 @@ def _info(subject):
 
 #: Not a conformance case: what ``backend-conformance info`` asks a worker.
 INFO = Case("info", "ENTRY-1", "entry", _info)
+
+
+from conformance import network_cases  # noqa: E402,F401  (registers the NET cases)

@@ -37,4 +37,9 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
     Requirement("SUP-3", "support answers are deterministic"),
     Requirement("LAYER-1", "every layer it claims matches the NumPy reference within tolerance", optional=True),
     Requirement("CONC-1", "instances and workloads work from several threads at once"),
+    Requirement("NET-1", "optimization views cover the offered sub-graph exactly", optional=True,
+                loader_enforced=True),
+    Requirement("NET-2", "each substitution computes what the layers it replaces compute", optional=True),
+    Requirement("NET-3", "failed layers come with a reason, the same every time", optional=True),
+    Requirement("NET-4", "compiled sub-graphs stay valid after the instance is destroyed", optional=True),
 ]}

@@ -197,7 +197,7 @@ static BackendStatus partial_optimize(const BackendInstance *self, const Backend
             produced = g->layers[next]->output_tensors[0];
         }
         views->add_substitution(views, ids, count, inputs, 1, &produced,
-                                read_outside(g, produced, i, next >= 0 ? (uint32_t)next : i) ? 1 : 0,
+                                read_outside(g, produced, i, count == 2 ? (uint32_t)next : i) ? 1 : 0,
                                 &k->base);
     }
     for (uint32_t i = 0; i < g->num_layers; i++)

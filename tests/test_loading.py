@@ -36,7 +36,13 @@ EXPECTED = {
 }
 
 VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlder",
-         "minor_previous": "MockMinorPrevious",
+         "minor_previous": "MockMinorPrevious", "partial": "MockPartial",
+         "views_miss_a_layer": "MockViewsMissALayer",
+         "views_claim_a_layer_twice": "MockViewsClaimALayerTwice",
+         "views_name_a_layer_not_offered": "MockViewsNameALayerNotOffered",
+         "substitution_wrong_boundary": "MockSubstitutionWrongBoundary",
+         "compiled_wrong_result": "MockCompiledWrongResult",
+         "compiled_dies_with_instance": "MockCompiledDiesWithInstance",
          "factory_missing_required_function": "MockMissingRequired"}
 
 
@@ -181,8 +187,11 @@ def test_scanning_every_mock_at_once_reports_each_reason():
     # Mock_Alpha_backend.so sorts before Mock_DuplicateOfAlpha_backend.so, so it wins.
     assert by_name[mock_backends.library_name("duplicate_of_alpha")]["reason"] == \
         "duplicate-backend-id"
-    assert report["registered"] == ["MockAlpha", "MockBeta", "MockMissingRequired", "MockMinorOlder",
-                                    "MockMinorPrevious"]
+    assert report["registered"] == [
+        "MockAlpha", "MockBeta", "MockCompiledDiesWithInstance", "MockCompiledWrongResult",
+        "MockMissingRequired", "MockMinorOlder", "MockMinorPrevious", "MockPartial",
+        "MockSubstitutionWrongBoundary", "MockViewsClaimALayerTwice", "MockViewsMissALayer",
+        "MockViewsNameALayerNotOffered"]
 
 
 def _end_of_segments(data):

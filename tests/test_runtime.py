@@ -51,8 +51,11 @@ def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
     os.mkfifo(backend_dir / "Junk_Fifo_backend.so")
     (backend_dir / "README.md").write_text("not a backend")
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
-        assert sorted(runtime.backend_ids) == ["CpuRef", "MockAlpha", "MockBeta", "MockMinorOlder",
-                                              "MockMinorPrevious", "MockMissingRequired"]
+        assert sorted(runtime.backend_ids) == [
+            "CpuRef", "MockAlpha", "MockBeta", "MockCompiledDiesWithInstance",
+            "MockCompiledWrongResult", "MockMinorOlder", "MockMinorPrevious",
+            "MockMissingRequired", "MockPartial", "MockSubstitutionWrongBoundary",
+            "MockViewsClaimALayerTwice", "MockViewsMissALayer", "MockViewsNameALayerNotOffered"]
         for backend_id in runtime.backend_ids:
             assert runtime.create_backend(backend_id).id == backend_id
 

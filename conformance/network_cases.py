@@ -1,0 +1,212 @@
+"""The NET cases (Backend API 1.2 sub-graphs): offered random networks built from the layers the
+backend claims, its optimizer's views must cover them exactly (checked by the loader's own
+``planning.validate_views``), each substitution must compute what the layers it replaces
+compute, failures must come with reasons and be deterministic, and compiled sub-graphs must
+outlive the instance. A backend without an optimizer (every 1.0 and 1.1 backend) gets
+NOT_SUPPORTED, never FAIL."""
+import numpy as np
+
+from conformance.cases import Failed, NotSupported, case
+
+SEEDS = (1, 2, 3)
+LAYERS_PER_NETWORK = 8
+
+
+def _candidates(rng, net, current, history):
+    """Layer candidates (type, inputs, descriptor) that fit after tensor ``current``."""
+    shape = net.tensor(current.name).shape
+    options = [("Activation", [current],
+                {"function": fn, "a": 0.5 if fn == "leaky_relu" else 6.0, "b": 0.0}, [])
+               for fn in ("relu", "bounded_relu", "sigmoid", "tanh", "leaky_relu")]
+    if len(shape) == 4:
+        c = shape[3]
+        o = int(rng.integers(2, 7))
+        options.append(("Convolution2d", [current], {"padding": 1},
+                        [(o, 3, 3, c)] + ([(o,)] if rng.integers(2) else [])))
+        options.append(("DepthwiseConvolution2d", [current], {"padding": [1, 0]},
+                        [(1, 3, 3, c)] + ([(c,)] if rng.integers(2) else [])))
+        options.append(("Pooling2d", [current], {"pool": "max", "kernel": 2, "stride": 1}, []))
+    if len(shape) == 2:
+        m = int(rng.integers(3, 9))
+        options.append(("FullyConnected", [current], {}, [(m, shape[1])] +
+                        ([(m,)] if rng.integers(2) else [])))
+        options.append(("Softmax", [current], {"beta": 1.0}, []))
+    same = [t for t in history if net.tensor(t.name).shape == shape and t.name != current.name]
+    if same:
+        options.append(("Addition", [current, same[int(rng.integers(len(same)))]], {}, []))
+    return options
+
+
+def random_network(backend, seed):
+    """A network of up to LAYERS_PER_NETWORK layers, each of a type and shape the backend says
+    it supports; None when it supports none of the candidates."""
+    import loader
+    rng = np.random.default_rng(seed)
+    net = loader.Network()
+    shape = (1, 6, 7, 3) if seed % 2 else (4, 10)
+    current = net.add_input("x", shape)
+    history = [current]
+    for k in range(LAYERS_PER_NETWORK):
+        options = _candidates(rng, net, current, history)
+        rng.shuffle(options)
+        for layer, inputs, descriptor, constants in options:
+            shapes = [net.tensor(t.name).shape for t in inputs] + constants
+            try:
+                if not backend.is_layer_supported(layer, shapes, descriptor):
+                    continue
+            except loader.BackendError:
+                continue
+            sources = list(inputs)
+            for j, constant in enumerate(constants):
+                sources.append(net.add_constant(f"c{k}_{j}", (rng.uniform(-1, 1, constant) * 0.5)
+                                                .astype(np.float32)))
+            current = net.add_layer(layer, sources, descriptor, name=f"l{k}")
+            history.append(current)
+            break
+        else:
+            break
+    if not net.layers:
+        return None
+    net.add_output(current, "y")
+    return net
+
+
+def _offer(backend, net):
+    """(graph, spec, views) for the whole network offered as one sub-graph."""
+    from loader import _core, planning
+    graph = planning.Graph(net)
+    spec = planning.describe_subgraph(graph, backend.id, list(range(len(net.layers))))
+    views = _core.optimize_subgraph(backend, spec, [layer.prepared for layer in net.layers],
+                                    net.constants)
+    return graph, spec, views
+
+
+def _optimizing_backend(subject):
+    backend = subject.backend()
+    if not backend.features.get("SubgraphOptimization"):
+        raise NotSupported(f"the backend (Backend API {backend.version}) has no optimize_subgraph")
+    return backend
+
+
+def _networks(subject):
+    backend = _optimizing_backend(subject)
+    networks = [n for n in (random_network(backend, seed) for seed in SEEDS) if n is not None]
+    if not networks:
+        raise NotSupported("the backend supports none of the kit's network layers")
+    return backend, networks
+
+
+def _answer(backend, net, own_requirement=True):
+    """The backend's checked views for ``net`` offered whole. Invalid views fail NET-1; the
+    other NET cases cannot judge them and say so (NOT_SUPPORTED, NET-1 reports the failure)."""
+    import loader
+    from loader import planning
+    try:
+        graph, spec, views = _offer(backend, net)
+        planning.validate_views(graph, spec, views)
+    except loader.InvalidOptimizationError as error:
+        if own_requirement:
+            raise Failed(str(error))
+        raise NotSupported(f"the views are invalid (see NET-1): {error}")
+    except loader.BackendError as error:
+        raise Failed(f"optimize_subgraph failed on a sub-graph of layers it supports: {error}")
+    return graph, spec, views
+
+
+@case("net.views-cover", "NET-1")
+def _net_views_cover(subject):
+    backend, networks = _networks(subject)
+    for net in networks:
+        _answer(backend, net)
+
+
+def _run_substitutions(net, spec, views, seed, when=""):
+    """Each substitution run on random boundary inputs (the same for a given seed): a list of
+    (substitution index, layer ids, boundary input values, {output tensor: array})."""
+    from loader import _core
+    rng = np.random.default_rng(seed)
+    runs = []
+    for k, (ids, inputs, outputs, compiled) in enumerate(views.substitutions):
+        names = [spec.tensors[t][0] for t in inputs]
+        values = {name: (rng.uniform(-1, 1, net.tensor(name).shape)).astype(np.float32)
+                  for name in names}
+        arrays = [values[name] for name in names]
+        results = [np.empty(net.tensor(spec.tensors[t][0]).shape, np.float32) for t in outputs]
+        executor = _core.Executor(
+            [(f"substitution {k}", "compiled", compiled,
+              [("dynamic", j) for j in range(len(arrays))],
+              [("dynamic", len(arrays) + j) for j in range(len(results))])],
+            None, len(arrays) + len(results))
+        try:
+            executor.run(arrays + results)
+        except Exception as error:
+            raise Failed(f"substitution {k} of {[net.layers[i].name for i in sorted(ids)]}{when} "
+                         f"failed: {error}")
+        runs.append((k, sorted(ids), values,
+                     {spec.tensors[t][0]: out for t, out in zip(outputs, results)}))
+    return runs
+
+
+def _check_substitutions(net, spec, views, seed):
+    """Each substitution against NumPy evaluating the layers it replaces."""
+    from conformance import reference
+    for k, ids, values, outputs in _run_substitutions(net, spec, views, seed):
+        known = {n: v.astype(np.float64) for n, v in values.items()}
+        known.update({n: a.astype(np.float64) for n, a in net.constants.items()})
+        for i in ids:
+            layer = net.layers[i]
+            known[layer.name] = reference.evaluate(layer.type, [known[n] for n in layer.inputs],
+                                                   layer.descriptor)
+        for name, out in outputs.items():
+            expected = known[name]
+            error = np.abs(out - expected)
+            if not np.all(np.isfinite(out)) or np.any(error > 1e-3 + 1e-3 * np.abs(expected)):
+                raise Failed(f"substitution {k} of {[net.layers[i].name for i in ids]}: output "
+                             f"{name!r} differs from NumPy by up to {float(error.max()):.3g}")
+
+
+@case("net.substitutions-compute", "NET-2")
+def _net_substitutions(subject):
+    backend, networks = _networks(subject)
+    substituted = 0
+    for seed, net in zip(SEEDS, networks):
+        _, spec, views = _answer(backend, net, own_requirement=False)
+        substituted += len(views.substitutions)
+        _check_substitutions(net, spec, views, seed)
+    if not substituted:
+        raise NotSupported("the optimizer substituted nothing in the kit's networks")
+
+
+@case("net.failed-consistent", "NET-3")
+def _net_failed(subject):
+    backend, networks = _networks(subject)
+    for net in networks:
+        _, _, first = _answer(backend, net, own_requirement=False)
+        _, _, second = _answer(backend, net, own_requirement=False)
+        names = {i: layer.name for i, layer in enumerate(net.layers)}
+        if sorted(i for i, _ in first.failed) != sorted(i for i, _ in second.failed):
+            raise Failed(f"the same sub-graph had layers {sorted(names[i] for i, _ in first.failed)} "
+                         f"failed, then {sorted(names[i] for i, _ in second.failed)}")
+        for i, reason in first.failed:
+            if not reason.strip() or reason == "no reason given":
+                raise Failed(f"layer {names[i]!r} was failed without a reason")
+
+
+@case("net.outlive-instance", "NET-4")
+def _net_outlive(subject):
+    backend, networks = _networks(subject)
+    substituted = 0
+    for seed, net in zip(SEEDS, networks):
+        other = subject.backend()
+        _, spec, views = _answer(other, net, own_requirement=False)
+        before = _run_substitutions(net, spec, views, seed)
+        other.close()                   # the compiled sub-graphs must not care
+        after = _run_substitutions(net, spec, views, seed, " (after its instance was destroyed)")
+        substituted += len(views.substitutions)
+        for (k, ids, _, first), (_, _, _, second) in zip(before, after):
+            for name in first:
+                if not np.array_equal(first[name], second[name], equal_nan=True):
+                    raise Failed(f"substitution {k} of {[net.layers[i].name for i in ids]} "
+                                 f"computes {name!r} differently once its instance is destroyed")
+    if not substituted:
+        raise NotSupported("the optimizer substituted nothing in the kit's networks")
