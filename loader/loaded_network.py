@@ -248,10 +248,11 @@ class LoadedNetwork:
         self.assignments = {names[i]: u.backend for u in units for i in u.layers}
         self.assignments = {name: self.assignments[name] for name in names}
 
-        # Workloads through one factory (and memory manager, where offered) per backend.
+        # Rule 12.5: for each backend the network uses, a memory manager where it offers one,
+        # handed to that backend's workload factory.
         factories, managers = {}, {}
         for unit in units:
-            if unit.kind == "workload" and unit.backend not in factories:
+            if unit.backend not in factories:
                 backend = instances[unit.backend]
                 manager = (backend.create_memory_manager()
                            if backend.features.get("MemoryManager") else None)
@@ -332,9 +333,12 @@ class LoadedNetwork:
                                    f"takes {list(shape)}")
             arrays.append(value if value.flags.c_contiguous else np.ascontiguousarray(value))
         produced = {name: np.empty(shape, dtype=np.float32) for name, shape in self._produced}
+        executor = self._executor
+        if executor is None:
+            raise BackendError(f"network {self.id} was unloaded; load it again to execute")
         start = time.monotonic_ns()
         try:
-            self._executor.run(arrays + list(produced.values()), bool(profile))
+            executor.run(arrays + list(produced.values()), bool(profile))
         except BackendError as error:
             if self._unloaded:
                 raise BackendError(f"network {self.id} was unloaded; load it again to "
@@ -354,7 +358,9 @@ class LoadedNetwork:
 
     def _profile(self, start, end):
         events = [ProfileEvent("execute", None, tuple(self.assignments), start, end)]
-        for step, (s, e) in zip(self.plan, self._executor.step_times()):
+        executor = self._executor
+        times = executor.step_times() if executor is not None else []
+        for step, (s, e) in zip(self.plan, times):
             events.append(ProfileEvent(step.kind, step.backend, step.layers, s, e))
         return events
 

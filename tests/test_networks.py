@@ -345,3 +345,51 @@ def test_a_substitution_that_a_path_leaves_and_reenters_is_refused():
     views.substitutions = [([0, 1, 2], [position["x"]], [position["c"]], object())]
     views.untouched = []
     planning.validate_views(graph, spec, views)      # the whole chain is fine
+
+
+def test_outputs_may_expose_an_input_and_one_tensor_twice(runtime):
+    net = loader.Network()
+    x = net.add_input("x", (3,))
+    y = net.add_layer("Activation", [x], {"function": "relu"}, name="relu")
+    net.add_output(x, "echo")
+    net.add_output(y, "y")
+    net.add_output(y, "relu")
+    a = np.array([-1, 0, 2], F)
+    with runtime.load_network(net) as loaded:
+        out = loaded.execute({"x": a})
+    assert out["echo"] is not a and np.array_equal(out["echo"], a)
+    assert np.array_equal(out["y"], [0, 0, 2]) and np.array_equal(out["relu"], [0, 0, 2])
+    assert out["y"] is not out["relu"]
+
+
+def test_memory_managers_are_acquired_while_loaded(runtime):
+    loaded = runtime.load_network(relu_chain(), backends=["CpuRef"])
+    [manager] = loaded._managers
+    assert manager.acquired == 1
+    loaded.unload()
+    with pytest.raises(loader.BackendError, match="closed"):
+        manager.acquire()
+
+
+def test_every_context_hears_each_network_load_and_unload_in_order(runtime):
+    host = runtime._network_host()
+    contexts = host.contexts()
+    assert set(contexts) == {"CpuRef"}         # MockPartial offers none
+    calls = []
+
+    class Recorder:
+        def __init__(self, inner):
+            self.inner = inner
+
+        def __getattr__(self, event):
+            def call(network_id):
+                calls.append((event, network_id))
+                getattr(self.inner, event)(network_id)
+            return call
+
+    host._contexts = {k: Recorder(v) for k, v in contexts.items()}
+    loaded = runtime.load_network(relu_chain(), backends=["MockPartial", "CpuRef"])
+    loaded.unload()
+    n = loaded.id
+    assert calls == [("before_load_network", n), ("after_load_network", n),
+                     ("before_unload_network", n), ("after_unload_network", n)]
