@@ -388,8 +388,11 @@ def test_every_context_hears_each_network_load_and_unload_in_order(runtime):
             return call
 
     host._contexts = {k: Recorder(v) for k, v in contexts.items()}
-    loaded = runtime.load_network(relu_chain(), backends=["MockPartial", "CpuRef"])
-    loaded.unload()
+    try:
+        loaded = runtime.load_network(relu_chain(), backends=["MockPartial", "CpuRef"])
+        loaded.unload()
+    finally:
+        host._contexts = contexts
     n = loaded.id
     assert calls == [("before_load_network", n), ("after_load_network", n),
                      ("before_unload_network", n), ("after_unload_network", n)]
