@@ -25,6 +25,7 @@ static BackendStatus mock_compiled_relu_execute(BackendCompiledSubgraph *self,
                                                 char *message, size_t message_size)
 {
     MOCK_COMPILED_BEFORE_EXECUTE(self);
+    (void)self;
     if (num_inputs != 1) {
         if (message != NULL && message_size > 0)
             snprintf(message, message_size, "the compiled relu chain takes one input");
