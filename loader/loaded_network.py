@@ -364,6 +364,19 @@ class LoadedNetwork:
             events.append(ProfileEvent(step.kind, step.backend, step.layers, s, e))
         return events
 
+    def save_trace(self, path):
+        """Write ``last_profile`` in the Chrome trace event format (Perfetto opens it): one
+        complete event per span, in microseconds."""
+        if not self.last_profile:
+            raise BackendError("no profile yet: execute(..., profile=True) first")
+        import json
+        trace = [{"name": f"{e.name} {'+'.join(e.layers)}" if e.backend else e.name,
+                  "cat": e.backend or "runtime", "ph": "X", "pid": 1, "tid": 1,
+                  "ts": e.start_ns / 1000.0, "dur": (e.end_ns - e.start_ns) / 1000.0,
+                  "args": {"layers": list(e.layers)}} for e in self.last_profile]
+        with open(path, "w") as f:
+            json.dump({"traceEvents": trace}, f)
+
     # -- unloading ---------------------------------------------------------------------------
 
     def _release(self):

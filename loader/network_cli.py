@@ -102,22 +102,12 @@ def _run(args) -> int:
             for name, array in outputs.items():
                 np.save(os.path.join(args.output_dir, f"{name}.npy"), array)
             if args.profile:
-                _write_trace(loaded.last_profile, args.profile)
+                loaded.save_trace(args.profile)
         except OSError as error:
             return _fail(error)
     for name in outputs:
         print(os.path.join(args.output_dir, f"{name}.npy"))
     return 0
-
-
-def _write_trace(events, path):
-    """Chrome trace event format: one complete event ("X") per profile event, microseconds."""
-    trace = [{"name": f"{e.name} {'+'.join(e.layers)}" if e.backend else e.name,
-              "cat": e.backend or "runtime", "ph": "X", "pid": 1, "tid": 1,
-              "ts": e.start_ns / 1000.0, "dur": (e.end_ns - e.start_ns) / 1000.0,
-              "args": {"layers": list(e.layers)}} for e in events]
-    with open(path, "w") as f:
-        json.dump({"traceEvents": trace}, f)
 
 
 def add_network_commands(commands) -> None:
