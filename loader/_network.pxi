@@ -93,7 +93,7 @@ cdef class _ViewsRecorder:
     problem for planning.validate_views to report."""
     cdef _RecorderViews c
     cdef uint32_t num_layers, num_tensors
-    cdef size_t max_calls          # bounds what a runaway backend can make the runtime store
+    cdef Py_ssize_t max_calls      # bounds what a runaway backend can make the runtime store
     cdef bint open
     cdef Library library
     cdef object keep
@@ -310,7 +310,7 @@ cdef object _optimize_subgraph(Backend backend, object spec, list prepared_layer
     cdef abi.BackendInstance *instance = backend._enter_feature(_SUBGRAPH_OPTIMIZATION)
     recorder.num_layers = storage.subgraph.num_layers
     recorder.num_tensors = storage.subgraph.num_tensors
-    recorder.max_calls = 2 * <size_t>recorder.num_layers + 16
+    recorder.max_calls = 2 * <Py_ssize_t>recorder.num_layers + 16
     recorder.library = backend._library
     recorder.keep = storage.arrays
     recorder.open = True

@@ -270,8 +270,6 @@ class LoadedNetwork:
                 runners[id(unit)] = workload
             else:
                 runners[id(unit)] = unit.compiled
-        for factory in factories.values():
-            factory.close()     # workloads outlive their factory
 
         # Buffers: network inputs and outputs are bound per call, the rest planned once.
         inputs = list(self.network.inputs)
@@ -380,19 +378,22 @@ class LoadedNetwork:
     # -- unloading ---------------------------------------------------------------------------
 
     def _release(self):
+        """Release the memory managers, destroy workloads, factories and compiled sub-graphs
+        (newest first), then the memory managers (after every factory made with them)."""
         executor, self._executor = self._executor, None
         if executor is not None:
             executor.close()
-        for manager in self._managers:
-            try:
+        managers, self._managers = self._managers, []
+        owned, self._owned = self._owned, []
+        try:
+            for manager in managers:
                 if manager.acquired:
                     manager.release()
-            finally:
+        finally:
+            for thing in reversed(owned):
+                thing.close()
+            for manager in managers:
                 manager.close()
-        self._managers = []
-        for owned in reversed(self._owned):
-            owned.close()
-        self._owned = []
 
     def unload(self):
         """Destroy the workloads, compiled sub-graphs and memory managers and tell the backend
