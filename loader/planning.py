@@ -274,8 +274,38 @@ def validate_views(graph: Graph, spec: SubgraphSpec, views: Views) -> None:
         if _leaves_and_returns(graph, set(ids)):
             problems.append(f"{what} is not convex: a path leaves it and comes back, so it "
                             f"cannot run as one step")
+    if not problems and len(views.substitutions) > 1:
+        cycle = _substitution_cycle(graph, [set(ids) for ids, _, _, _ in views.substitutions])
+        if cycle:
+            problems.append(f"substitutions {cycle[0]} and {cycle[1]} each need the other's "
+                            f"output, so neither can run first")
     if problems:
         raise InvalidOptimizationError(spec.backend, problems)
+
+
+def _substitution_cycle(graph: Graph, substitutions):
+    """Two substitutions (indices) with paths both ways between them, or None."""
+    owner = {i: k for k, ids in enumerate(substitutions) for i in ids}
+
+    def reached_from(k):
+        stack = [s for i in substitutions[k] for s in graph.successors[i] if owner.get(s) != k]
+        seen, hits = set(), set()
+        while stack:
+            layer = stack.pop()
+            if layer in seen:
+                continue
+            seen.add(layer)
+            if layer in owner and owner[layer] != k:
+                hits.add(owner[layer])
+            stack.extend(graph.successors[layer])
+        return hits
+
+    reach = [reached_from(k) for k in range(len(substitutions))]
+    for k, hits in enumerate(reach):
+        for j in hits:
+            if k in reach[j]:
+                return (min(k, j), max(k, j))
+    return None
 
 
 # -- rule 12.4: steps in execution order --------------------------------------------------------

@@ -396,3 +396,24 @@ def test_every_context_hears_each_network_load_and_unload_in_order(runtime):
     n = loaded.id
     assert calls == [("before_load_network", n), ("after_load_network", n),
                      ("before_unload_network", n), ("after_unload_network", n)]
+
+
+def test_two_substitutions_that_need_each_other_are_refused():
+    """a -> b and c -> d with {a, d} and {b, c} substituted: each is convex, but each needs the
+    other's output first."""
+    net = loader.Network()
+    x = net.add_input("x", (2,))
+    a = net.add_layer("Activation", [x], {"function": "relu"}, name="a")
+    net.add_layer("Activation", [a], {"function": "relu"}, name="b")
+    c = net.add_layer("Activation", [x], {"function": "relu"}, name="c")
+    net.add_layer("Activation", [c], {"function": "relu"}, name="d")
+    net.add_output(net.tensor("b"), "b")
+    net.add_output(net.tensor("d"), "d")
+    graph = planning.Graph(net)
+    spec = planning.describe_subgraph(graph, "Acme", [0, 1, 2, 3])
+    t = {name: k for k, (name, _, _) in enumerate(spec.tensors)}
+    views = planning.Views(substitutions=[
+        ([0, 3], [t["x"], t["c"]], [t["a"], t["d"]], object()),
+        ([1, 2], [t["x"], t["a"]], [t["b"], t["c"]], object())])
+    with pytest.raises(loader.InvalidOptimizationError, match="each need the other"):
+        planning.validate_views(graph, spec, views)
