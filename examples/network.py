@@ -4,7 +4,6 @@ backend (CpuRef). Prints the plan and checks the result against NumPy.
 
     python examples/network.py
 """
-import os
 import shutil
 import sys
 import tempfile

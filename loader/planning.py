@@ -7,7 +7,7 @@ caller (``loader.loaded_network``) asks the backends and feeds their answers in.
 """
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from loader.errors import InvalidOptimizationError
 
