@@ -71,13 +71,23 @@ def random_network(backend, seed):
     return net
 
 
+def _note(backend, call):
+    """Name the backend call about to be made (conformance.tracing), so that a crash or a hang
+    in it is reported by that name; returns the loader object behind a traced one."""
+    from conformance import tracing
+    if isinstance(backend, tracing.Traced):
+        backend._record.note(call)
+        return backend._target
+    return backend
+
+
 def _offer(backend, net):
     """(graph, spec, views) for the whole network offered as one sub-graph."""
     from loader import _core, planning
     graph = planning.Graph(net)
     spec = planning.describe_subgraph(graph, backend.id, list(range(len(net.layers))))
-    views = _core.optimize_subgraph(backend, spec, [layer.prepared for layer in net.layers],
-                                    net.constants)
+    views = _core.optimize_subgraph(_note(backend, "optimize_subgraph"), spec,
+                                    [layer.prepared for layer in net.layers], net.constants)
     return graph, spec, views
 
 
@@ -120,7 +130,7 @@ def _net_views_cover(subject):
         _answer(backend, net)
 
 
-def _run_substitutions(net, spec, views, seed, when=""):
+def _run_substitutions(net, spec, views, seed, when="", backend=None):
     """Each substitution run on random boundary inputs (the same for a given seed): a list of
     (substitution index, layer ids, boundary input values, {output tensor: array})."""
     from loader import _core
@@ -137,6 +147,8 @@ def _run_substitutions(net, spec, views, seed, when=""):
               [("dynamic", j) for j in range(len(arrays))],
               [("dynamic", len(arrays) + j) for j in range(len(results))])],
             None, len(arrays) + len(results))
+        if backend is not None:
+            _note(backend, "execute (compiled sub-graph)")
         try:
             executor.run(arrays + results)
         except Exception as error:
@@ -147,10 +159,10 @@ def _run_substitutions(net, spec, views, seed, when=""):
     return runs
 
 
-def _check_substitutions(net, spec, views, seed):
+def _check_substitutions(net, spec, views, seed, backend):
     """Each substitution against NumPy evaluating the layers it replaces."""
     from conformance import reference
-    for k, ids, values, outputs in _run_substitutions(net, spec, views, seed):
+    for k, ids, values, outputs in _run_substitutions(net, spec, views, seed, backend=backend):
         known = {n: v.astype(np.float64) for n, v in values.items()}
         known.update({n: a.astype(np.float64) for n, a in net.constants.items()})
         for i in ids:
@@ -172,7 +184,7 @@ def _net_substitutions(subject):
     for seed, net in zip(SEEDS, networks):
         _, spec, views = _answer(backend, net, own_requirement=False)
         substituted += len(views.substitutions)
-        _check_substitutions(net, spec, views, seed)
+        _check_substitutions(net, spec, views, seed, backend)
     if not substituted:
         raise NotSupported("the optimizer substituted nothing in the kit's networks")
 
@@ -199,9 +211,10 @@ def _net_outlive(subject):
     for seed, net in zip(SEEDS, networks):
         other = subject.backend()
         _, spec, views = _answer(other, net, own_requirement=False)
-        before = _run_substitutions(net, spec, views, seed)
+        before = _run_substitutions(net, spec, views, seed, backend=other)
         other.close()                   # the compiled sub-graphs must not care
-        after = _run_substitutions(net, spec, views, seed, " (after its instance was destroyed)")
+        after = _run_substitutions(net, spec, views, seed, " (after its instance was destroyed)",
+                                   backend=other)
         substituted += len(views.substitutions)
         for (k, ids, _, first), (_, _, _, second) in zip(before, after):
             for name in first:
