@@ -1,48 +1,966 @@
-# What can be decided from a file before dlopen: the ELF header, segments inside the file,
-# the needed libraries. Included into _core.pyx.
+# What can be decided from a file before dlopen: the ELF header, the structures the dynamic
+# linker will trust, the needed libraries. Included into _core.pyx.
 
 # ---------------------------------------------------------------------------------------------
-# ELF pre-check: refuse what the dynamic linker would refuse (or crash on), with a precise reason.
-# A truncated library is the important case: its segments are mapped past the end of the file
-# and the first touch of such a page kills the process with SIGBUS inside dlopen.
+# ELF pre-check: refuse what the dynamic linker would refuse, or crash on, with a precise reason.
+# The linker trusts the file: a segment mapped past the end of a truncated file raises SIGBUS at
+# its first touch, a table address or relocation offset outside the segments makes it read or
+# write wild memory, a version index past its table sends it through garbage pointers. So every
+# offset, size and count it will use is checked here first, in C, against the file's size and its
+# loadable segments: overflow-checked, and with the work bounded (caps on counts and sizes).
+# The checks, in order: program headers (entry size, count, table inside the file); PT_LOAD
+# segments (inside the file, p_memsz >= p_filesz, power-of-two alignment, offset and address
+# congruent, ascending and non-overlapping); exactly one PT_DYNAMIC, and PT_GNU_RELRO, PT_TLS,
+# PT_PHDR, PT_NOTE and PT_GNU_PROPERTY, inside loaded segments; the dynamic section (ends with
+# DT_NULL, bounded); the string table (inside the file, NUL-terminated; every name offset inside
+# it); hash tables (buckets and chains inside the file, chains that end); version records
+# (chains that end, files among DT_NEEDED); entry sizes; relocations (inside the file, whole
+# entries, known types, offsets in writable segments, symbols inside the symbol table, init and
+# fini functions in executable code); symbols (names inside the string table, versions defined,
+# values inside the segments, functions in executable code).
 # ---------------------------------------------------------------------------------------------
+
+from libc.stdlib cimport calloc
 
 cdef extern from *:
     """
     #include <link.h>
+    #include <dlfcn.h>
+    #include <elf.h>
+    #include <errno.h>
+    #include <stdint.h>
+    #include <stdlib.h>
+    #include <string.h>
+    #include <unistd.h>
+
     typedef ElfW(Ehdr) dbk_Ehdr;
     typedef ElfW(Phdr) dbk_Phdr;
     typedef ElfW(Dyn) dbk_Dyn;
+    typedef ElfW(Sym) dbk_Sym;
+    typedef ElfW(Rela) dbk_Rela;
+    typedef ElfW(Rel) dbk_Rel;
+    typedef ElfW(Verneed) dbk_Verneed;
+    typedef ElfW(Vernaux) dbk_Vernaux;
+    typedef ElfW(Verdef) dbk_Verdef;
+    typedef ElfW(Verdaux) dbk_Verdaux;
     #define dbk_dyn_value(d) ((uint64_t)(d)->d_un.d_val)
+    #if __ELF_NATIVE_CLASS == 64
+    #define DBK_R_SYM ELF64_R_SYM
+    #define DBK_R_TYPE ELF64_R_TYPE
+    #define DBK_ST_TYPE ELF64_ST_TYPE
+    #else
+    #define DBK_R_SYM ELF32_R_SYM
+    #define DBK_R_TYPE ELF32_R_TYPE
+    #define DBK_ST_TYPE ELF32_ST_TYPE
+    #endif
+
+    #if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv) || defined(__powerpc64__) || defined(__s390x__)
+    #define DBK_PLTREL DT_RELA
+    #else
+    #define DBK_PLTREL DT_REL
+    #endif
+
+    #if defined(__x86_64__) && !defined(__ILP32__)
+    /* The relocation types a shared object for x86-64 uses; glibc trusts what the others imply. */
+    static int dbk_reloc_type_ok(uint32_t t)
+    {
+        return t == R_X86_64_NONE || t == R_X86_64_64 || t == R_X86_64_PC32 || t == R_X86_64_GLOB_DAT
+            || t == R_X86_64_JUMP_SLOT || t == R_X86_64_RELATIVE || t == R_X86_64_DTPMOD64
+            || t == R_X86_64_DTPOFF64 || t == R_X86_64_TPOFF64 || t == R_X86_64_IRELATIVE
+            || t == R_X86_64_TLSDESC || t == R_X86_64_32 || t == R_X86_64_PC64
+            || t == R_X86_64_RELATIVE64;
+    }
+    #define DBK_RELATIVE R_X86_64_RELATIVE
+    #define DBK_IRELATIVE R_X86_64_IRELATIVE
+    #define DBK_HAS_RELOC_TYPES 1
+    #else
+    static int dbk_reloc_type_ok(uint32_t t) { (void)t; return 1; }
+    #define DBK_HAS_RELOC_TYPES 0
+    #endif
+
+    enum {
+        DBK_MAX_PROGRAM_HEADERS = 512,
+        DBK_MAX_DYNAMIC_BYTES = 64 << 10,     /* 4,096 entries; a real library has a few dozen */
+        DBK_MAX_NEEDED = 256,
+        DBK_MAX_FILTERS = 16,
+        DBK_MAX_TABLE_BYTES = 64 << 20,       /* any one table: larger is not plausible */
+        DBK_MAX_VERSION_RECORDS = 1 << 16,
+        DBK_MAX_ARRAY_SLOTS = 4096,           /* init and fini functions */
+        DBK_MAX_BUFFERS = 256,
+        DBK_WINDOW_BYTES = 4096,              /* a read for a small record brings its neighbours */
+        DBK_SPAN_BYTES = 1 << 20,             /* tables closer than this are read in one go */
+    };
+
+    typedef struct {
+        /* Outcome for the caller. */
+        const char *problem;                  /* static text naming the bad field */
+        int truncated;                        /* the problem is a segment past the end of the file */
+        uint64_t needed_bytes;                /* when truncated: bytes the segments need */
+        /* The string table and the names the dependency check needs (offsets into it). */
+        const char *strtab;
+        uint64_t strsz;
+        uint32_t n_needed, n_filters;
+        uint64_t needed[DBK_MAX_NEEDED];
+        uint64_t filters[DBK_MAX_FILTERS];
+        int64_t rpath, runpath;               /* -1: none */
+        /* Private. */
+        int fd;
+        uint64_t file_size;
+        const unsigned char *page;
+        uint64_t page_bytes;
+        unsigned char *span;
+        uint64_t span_offset, span_bytes;
+        unsigned char *buffers[DBK_MAX_BUFFERS];
+        uint64_t buffer_offset[DBK_MAX_BUFFERS], buffer_bytes[DBK_MAX_BUFFERS];
+        int n_buffers;
+        dbk_Phdr phdrs[DBK_MAX_PROGRAM_HEADERS];
+        int n_phdrs;
+        int loads[DBK_MAX_PROGRAM_HEADERS];   /* indexes of PT_LOAD headers, ascending */
+        int n_loads;
+    } dbk_elf;
+
+    static void dbk_elf_free(dbk_elf *e)
+    {
+        int i;
+        for (i = 0; i < e->n_buffers; i++)
+            free(e->buffers[i]);
+        e->n_buffers = 0;
+        free(e->span);
+        e->span = NULL;
+    }
+
+    static int dbk_fail(dbk_elf *e, const char *problem)
+    {
+        e->problem = problem;
+        return -1;
+    }
+
+    static int dbk_pread_all(int fd, void *buffer, uint64_t size, uint64_t offset)
+    {
+        uint64_t done = 0;
+        while (done < size) {
+            ssize_t got = pread(fd, (char *)buffer + done, size - done, (off_t)(offset + done));
+            if (got < 0 && errno == EINTR)
+                continue;
+            if (got <= 0)
+                return -1;
+            done += (uint64_t)got;
+        }
+        return 0;
+    }
+
+    /* ``size`` bytes of the file at ``offset`` (already known to lie inside the file), or NULL. */
+    static const unsigned char *dbk_bytes(dbk_elf *e, uint64_t offset, uint64_t size)
+    {
+        unsigned char *buffer;
+        uint64_t window;
+        int i;
+        if (size == 0)
+            return e->page;
+        if (offset > e->file_size || size > e->file_size - offset)
+            return NULL;
+        if (offset + size <= e->page_bytes)
+            return e->page + offset;
+        if (e->span != NULL && offset >= e->span_offset && offset - e->span_offset <= e->span_bytes
+                && size <= e->span_bytes - (offset - e->span_offset))
+            return e->span + (offset - e->span_offset);
+        for (i = e->n_buffers - 1; i >= 0; i--)
+            if (offset >= e->buffer_offset[i] && offset - e->buffer_offset[i] <= e->buffer_bytes[i]
+                    && size <= e->buffer_bytes[i] - (offset - e->buffer_offset[i]))
+                return e->buffers[i] + (offset - e->buffer_offset[i]);
+        if (size > DBK_MAX_TABLE_BYTES || e->n_buffers == DBK_MAX_BUFFERS)
+            return NULL;
+        window = size < DBK_WINDOW_BYTES ? DBK_WINDOW_BYTES : size;
+        if (window > e->file_size - offset)
+            window = e->file_size - offset;
+        buffer = malloc(window);
+        if (buffer == NULL)
+            return NULL;
+        if (dbk_pread_all(e->fd, buffer, window, offset) != 0) {
+            free(buffer);
+            return NULL;
+        }
+        e->buffers[e->n_buffers] = buffer;
+        e->buffer_offset[e->n_buffers] = offset;
+        e->buffer_bytes[e->n_buffers++] = window;
+        return buffer;
+    }
+
+    /* The PT_LOAD that maps [vaddr, vaddr + size) from the file (size 0: vaddr itself), or NULL.
+     * With ``memory``, the part past p_filesz (zero-filled memory) counts too. */
+    static const dbk_Phdr *dbk_segment(const dbk_elf *e, uint64_t vaddr, uint64_t size, int memory,
+                                       uint32_t flags)
+    {
+        int i;
+        for (i = 0; i < e->n_loads; i++) {
+            const dbk_Phdr *p = &e->phdrs[e->loads[i]];
+            uint64_t extent = memory ? p->p_memsz : p->p_filesz;
+            if (vaddr >= p->p_vaddr && vaddr - p->p_vaddr <= extent
+                    && size <= extent - (vaddr - p->p_vaddr)
+                    && (size > 0 || vaddr - p->p_vaddr < extent || memory))
+                return (p->p_flags & flags) == flags ? p : NULL;
+        }
+        return NULL;
+    }
+
+    /* File offset of a table of ``size`` bytes at ``vaddr``; -1 when no PT_LOAD maps it from the file. */
+    static int dbk_table_offset(const dbk_elf *e, uint64_t vaddr, uint64_t size, uint64_t *offset)
+    {
+        const dbk_Phdr *p = dbk_segment(e, vaddr, size, 0, 0);
+        if (p == NULL)
+            return -1;
+        *offset = p->p_offset + (vaddr - p->p_vaddr);
+        return 0;
+    }
+
+    static const unsigned char *dbk_table(dbk_elf *e, uint64_t vaddr, uint64_t size)
+    {
+        uint64_t offset;
+        if (dbk_table_offset(e, vaddr, size, &offset) != 0)
+            return NULL;
+        return dbk_bytes(e, offset, size);
+    }
+
+    /* Bytes a table may span from vaddr to the end of its segment's file part (0 if unmapped). */
+    static uint64_t dbk_room(const dbk_elf *e, uint64_t vaddr)
+    {
+        const dbk_Phdr *p = dbk_segment(e, vaddr, 1, 0, 0);
+        return p == NULL ? 0 : p->p_filesz - (vaddr - p->p_vaddr);
+    }
+
+    static uint64_t dbk_image_end(const dbk_elf *e)
+    {
+        const dbk_Phdr *last = &e->phdrs[e->loads[e->n_loads - 1]];
+        return last->p_vaddr + last->p_memsz;
+    }
+
+    static int dbk_is_power_of_two_or_zero(uint64_t x) { return (x & (x - 1)) == 0; }
+
+    /* -- program headers -------------------------------------------------------------------- */
+
+    static int dbk_check_segments(dbk_elf *e, const dbk_Ehdr *h, long page_size)
+    {
+        uint64_t table, end, previous_end = 0, needed = 0;
+        int i, n_dynamic = 0;
+        if (h->e_phentsize != sizeof(dbk_Phdr))
+            return dbk_fail(e, "e_phentsize is not the size of a program header");
+        if (h->e_phnum == 0 || h->e_phnum > DBK_MAX_PROGRAM_HEADERS)
+            return dbk_fail(e, "e_phnum is 0 or above 512");
+        table = (uint64_t)h->e_phnum * sizeof(dbk_Phdr);
+        if (h->e_phoff > e->file_size || table > e->file_size - h->e_phoff)
+            return dbk_fail(e, "the program header table (e_phoff, e_phnum) lies outside the file");
+        {
+            const unsigned char *bytes = dbk_bytes(e, h->e_phoff, table);
+            if (bytes == NULL)
+                return dbk_fail(e, "the program header table cannot be read");
+            memcpy(e->phdrs, bytes, table);
+        }
+        e->n_phdrs = h->e_phnum;
+        for (i = 0; i < e->n_phdrs; i++) {
+            const dbk_Phdr *p = &e->phdrs[i];
+            if (p->p_type != PT_LOAD && p->p_type != PT_DYNAMIC)
+                continue;
+            end = p->p_offset + p->p_filesz;
+            if (end < p->p_offset)
+                return dbk_fail(e, "a segment's p_offset + p_filesz wraps around");
+            if (end > needed)
+                needed = end;
+        }
+        if (needed > e->file_size) {
+            e->truncated = 1;
+            e->needed_bytes = needed;
+            return dbk_fail(e, "truncated");
+        }
+        for (i = 0; i < e->n_phdrs; i++) {
+            const dbk_Phdr *p = &e->phdrs[i];
+            if (p->p_type == PT_DYNAMIC)
+                n_dynamic++;
+            if (p->p_type != PT_LOAD)
+                continue;
+            if (p->p_memsz < p->p_filesz)
+                return dbk_fail(e, "a PT_LOAD segment's p_memsz is smaller than its p_filesz");
+            if (p->p_vaddr + p->p_memsz < p->p_vaddr)
+                return dbk_fail(e, "a PT_LOAD segment's p_vaddr + p_memsz wraps around");
+            if (!dbk_is_power_of_two_or_zero(p->p_align))
+                return dbk_fail(e, "a PT_LOAD segment's p_align is not a power of two");
+            if ((p->p_align > 1 && (p->p_vaddr - p->p_offset) % p->p_align != 0)
+                    || (p->p_vaddr - p->p_offset) % (uint64_t)page_size != 0)
+                return dbk_fail(e, "a PT_LOAD segment's p_offset and p_vaddr differ modulo its alignment");
+            if (e->n_loads > 0 && p->p_vaddr < previous_end)
+                return dbk_fail(e, "PT_LOAD segments are not in ascending, non-overlapping address order");
+            previous_end = p->p_vaddr + p->p_memsz;
+            e->loads[e->n_loads++] = i;
+        }
+        if (e->n_loads == 0)
+            return dbk_fail(e, "no PT_LOAD segment");
+        if (n_dynamic != 1)
+            return dbk_fail(e, n_dynamic ? "more than one PT_DYNAMIC segment" : "no PT_DYNAMIC segment");
+        for (i = 0; i < e->n_phdrs; i++) {
+            const dbk_Phdr *p = &e->phdrs[i];
+            switch (p->p_type) {
+            case PT_DYNAMIC:
+                if (p->p_filesz < sizeof(dbk_Dyn) || p->p_filesz > DBK_MAX_DYNAMIC_BYTES)
+                    return dbk_fail(e, "PT_DYNAMIC's p_filesz is below one entry or above 64 KiB");
+                if (dbk_segment(e, p->p_vaddr, p->p_filesz, 0, 0) == NULL)
+                    return dbk_fail(e, "PT_DYNAMIC lies outside the file part of every PT_LOAD segment");
+                break;
+            case PT_GNU_RELRO:
+                /* It may run on over the page-rounded end of one segment into the next. */
+                if (p->p_vaddr + p->p_memsz < p->p_vaddr || dbk_segment(e, p->p_vaddr, 1, 1, 0) == NULL
+                        || p->p_vaddr + p->p_memsz > dbk_image_end(e))
+                    return dbk_fail(e, "PT_GNU_RELRO lies outside the PT_LOAD segments");
+                break;
+            case PT_TLS:
+                if (p->p_filesz > p->p_memsz || !dbk_is_power_of_two_or_zero(p->p_align)
+                        || p->p_align > (1u << 20))
+                    return dbk_fail(e, "PT_TLS has p_filesz above p_memsz or a bad p_align");
+                if (p->p_filesz > 0 && dbk_segment(e, p->p_vaddr, p->p_filesz, 0, 0) == NULL)
+                    return dbk_fail(e, "PT_TLS lies outside the file part of every PT_LOAD segment");
+                break;
+            case PT_PHDR:
+                if (p->p_filesz < table || dbk_segment(e, p->p_vaddr, table, 0, 0) == NULL)
+                    return dbk_fail(e, "PT_PHDR lies outside the file part of every PT_LOAD segment");
+                break;
+            case PT_NOTE:
+            case PT_GNU_PROPERTY:
+                if (p->p_filesz > 0 && dbk_segment(e, p->p_vaddr, p->p_filesz, 0, 0) == NULL)
+                    return dbk_fail(e, "PT_NOTE or PT_GNU_PROPERTY lies outside every PT_LOAD segment");
+                break;
+            }
+        }
+        return 0;
+    }
+
+    /* Notes of a PT_GNU_PROPERTY segment: each header and its name and descriptor inside it. */
+    static int dbk_check_notes(dbk_elf *e)
+    {
+        int i;
+        for (i = 0; i < e->n_phdrs; i++) {
+            const dbk_Phdr *p = &e->phdrs[i];
+            const unsigned char *bytes;
+            uint64_t at = 0, align = p->p_align == 8 ? 8 : 4;
+            if (p->p_type != PT_GNU_PROPERTY || p->p_filesz == 0)
+                continue;
+            if (p->p_filesz > DBK_MAX_DYNAMIC_BYTES
+                    || (bytes = dbk_table(e, p->p_vaddr, p->p_filesz)) == NULL)
+                return dbk_fail(e, "PT_GNU_PROPERTY cannot be read");
+            while (p->p_filesz - at >= sizeof(ElfW(Nhdr))) {
+                ElfW(Nhdr) note;
+                uint64_t name, desc;
+                memcpy(&note, bytes + at, sizeof(note));
+                /* name and descriptor each start aligned, as the linker reads them */
+                name = (sizeof(note) + (uint64_t)note.n_namesz + align - 1) & ~(align - 1);
+                desc = ((uint64_t)note.n_descsz + align - 1) & ~(align - 1);
+                if (name > p->p_filesz - at || desc > p->p_filesz - at - name)
+                    return dbk_fail(e, "a note in PT_GNU_PROPERTY runs past its segment");
+                at += name + desc;
+            }
+        }
+        return 0;
+    }
+
+    /* -- the dynamic section ---------------------------------------------------------------- */
+
+    typedef struct {
+        uint64_t value[DT_NUM];
+        unsigned char present[DT_NUM];
+        uint64_t gnu_hash, versym, verdef, verdefnum, verneed, verneednum, flags_1;
+        unsigned char has_gnu_hash, has_versym, has_verdef, has_verneed, has_soname;
+        uint64_t soname;
+    } dbk_dynamic;
+
+    #define DBK_HAS(d, tag) ((d)->present[tag])
+    #define DBK_VAL(d, tag) ((d)->value[tag])
+
+    static int dbk_read_dynamic(dbk_elf *e, dbk_dynamic *d)
+    {
+        const dbk_Phdr *p = NULL;
+        const unsigned char *bytes;
+        uint64_t n, i;
+        int j, ended = 0;
+        for (j = 0; j < e->n_phdrs; j++)
+            if (e->phdrs[j].p_type == PT_DYNAMIC)
+                p = &e->phdrs[j];
+        /* What the dynamic linker reads is the memory at p_vaddr, mapped from the file. */
+        bytes = dbk_table(e, p->p_vaddr, p->p_filesz);
+        if (bytes == NULL)
+            return dbk_fail(e, "the dynamic section cannot be read");
+        memset(d, 0, sizeof(*d));
+        e->rpath = e->runpath = -1;
+        n = p->p_filesz / sizeof(dbk_Dyn);
+        for (i = 0; i < n; i++) {
+            dbk_Dyn dyn;
+            uint64_t value;
+            memcpy(&dyn, bytes + i * sizeof(dbk_Dyn), sizeof(dyn));
+            value = dbk_dyn_value(&dyn);
+            if (dyn.d_tag == DT_NULL) {
+                ended = 1;
+                break;
+            }
+            if (dyn.d_tag == DT_NEEDED) {
+                if (e->n_needed == DBK_MAX_NEEDED)
+                    return dbk_fail(e, "more than 256 DT_NEEDED entries");
+                e->needed[e->n_needed++] = value;
+            } else if (dyn.d_tag == DT_AUXILIARY || dyn.d_tag == DT_FILTER) {
+                if (e->n_filters == DBK_MAX_FILTERS)
+                    return dbk_fail(e, "more than 16 DT_AUXILIARY and DT_FILTER entries");
+                e->filters[e->n_filters++] = value;
+            } else if (dyn.d_tag >= 0 && dyn.d_tag < DT_NUM) {
+                d->present[dyn.d_tag] = 1;
+                d->value[dyn.d_tag] = value;
+            } else if (dyn.d_tag == DT_GNU_HASH) {
+                d->has_gnu_hash = 1; d->gnu_hash = value;
+            } else if (dyn.d_tag == DT_VERSYM) {
+                d->has_versym = 1; d->versym = value;
+            } else if (dyn.d_tag == DT_VERDEF) {
+                d->has_verdef = 1; d->verdef = value;
+            } else if (dyn.d_tag == DT_VERDEFNUM) {
+                d->verdefnum = value;
+            } else if (dyn.d_tag == DT_VERNEED) {
+                d->has_verneed = 1; d->verneed = value;
+            } else if (dyn.d_tag == DT_VERNEEDNUM) {
+                d->verneednum = value;
+            } else if (dyn.d_tag == DT_FLAGS_1) {
+                d->flags_1 = value;
+            }
+        }
+        if (!ended)
+            return dbk_fail(e, "the dynamic section has no DT_NULL within PT_DYNAMIC");
+        return 0;
+    }
+
+    static int dbk_check_strings(dbk_elf *e, const dbk_dynamic *d)
+    {
+        const unsigned char *bytes;
+        uint32_t i;
+        if (!DBK_HAS(d, DT_STRTAB) || !DBK_HAS(d, DT_STRSZ))
+            return dbk_fail(e, "DT_STRTAB or DT_STRSZ is missing");
+        if (DBK_VAL(d, DT_STRSZ) == 0 || DBK_VAL(d, DT_STRSZ) > DBK_MAX_TABLE_BYTES)
+            return dbk_fail(e, "DT_STRSZ is 0 or above 64 MiB");
+        bytes = dbk_table(e, DBK_VAL(d, DT_STRTAB), DBK_VAL(d, DT_STRSZ));
+        if (bytes == NULL)
+            return dbk_fail(e, "DT_STRTAB + DT_STRSZ lies outside the file part of every PT_LOAD segment");
+        if (bytes[DBK_VAL(d, DT_STRSZ) - 1] != 0)
+            return dbk_fail(e, "the string table (DT_STRTAB) does not end with a NUL byte");
+        e->strtab = (const char *)bytes;
+        e->strsz = DBK_VAL(d, DT_STRSZ);
+        for (i = 0; i < e->n_needed; i++)
+            if (e->needed[i] >= e->strsz)
+                return dbk_fail(e, "a DT_NEEDED name lies outside the string table");
+        for (i = 0; i < e->n_filters; i++)
+            if (e->filters[i] >= e->strsz)
+                return dbk_fail(e, "a DT_AUXILIARY or DT_FILTER name lies outside the string table");
+        if (DBK_HAS(d, DT_RPATH)) {
+            if (DBK_VAL(d, DT_RPATH) >= e->strsz)
+                return dbk_fail(e, "DT_RPATH lies outside the string table");
+            e->rpath = (int64_t)DBK_VAL(d, DT_RPATH);
+        }
+        if (DBK_HAS(d, DT_RUNPATH)) {
+            if (DBK_VAL(d, DT_RUNPATH) >= e->strsz)
+                return dbk_fail(e, "DT_RUNPATH lies outside the string table");
+            e->runpath = (int64_t)DBK_VAL(d, DT_RUNPATH);
+        }
+        if (DBK_HAS(d, DT_SONAME) && DBK_VAL(d, DT_SONAME) >= e->strsz)
+            return dbk_fail(e, "DT_SONAME lies outside the string table");
+        return 0;
+    }
+
+    /* Number of symbols the hash tables cover (glibc's lookups read that many), or 0 without one. */
+    static int dbk_check_hashes(dbk_elf *e, const dbk_dynamic *d, uint64_t *n_symbols)
+    {
+        *n_symbols = 0;
+        if (DBK_HAS(d, DT_HASH)) {
+            const unsigned char *bytes = dbk_table(e, DBK_VAL(d, DT_HASH), 8);
+            uint32_t header[2], i, *words;
+            uint64_t size;
+            unsigned char *seen;
+            if (bytes == NULL)
+                return dbk_fail(e, "DT_HASH lies outside the file part of every PT_LOAD segment");
+            memcpy(header, bytes, 8);
+            size = (2 + (uint64_t)header[0] + header[1]) * 4;
+            if (header[0] == 0)
+                return dbk_fail(e, "DT_HASH has no buckets");
+            if (size > DBK_MAX_TABLE_BYTES || (bytes = dbk_table(e, DBK_VAL(d, DT_HASH), size)) == NULL)
+                return dbk_fail(e, "DT_HASH's buckets and chains lie outside the file");
+            words = malloc(size);
+            seen = calloc(header[1] + 1, 1);
+            if (words == NULL || seen == NULL) {
+                free(words);
+                free(seen);
+                return dbk_fail(e, "out of memory checking DT_HASH");
+            }
+            memcpy(words, bytes, size);
+            for (i = 0; i < header[0]; i++) {
+                uint32_t symbol = words[2 + i];
+                while (symbol != 0) {  /* STN_UNDEF ends a chain */
+                    if (symbol >= header[1] || seen[symbol]) {
+                        free(words);
+                        free(seen);
+                        return dbk_fail(e, symbol >= header[1] ? "a DT_HASH chain leaves the table"
+                                                              : "DT_HASH chains loop or merge");
+                    }
+                    seen[symbol] = 1;
+                    symbol = words[2 + header[0] + symbol];
+                }
+            }
+            free(words);
+            free(seen);
+            *n_symbols = header[1];
+        }
+        if (d->has_gnu_hash) {
+            const unsigned char *bytes = dbk_table(e, d->gnu_hash, 16);
+            uint32_t header[4], i, previous = 0, last = 0;
+            uint64_t buckets_at, size, room, chains;
+            if (bytes == NULL)
+                return dbk_fail(e, "DT_GNU_HASH lies outside the file part of every PT_LOAD segment");
+            memcpy(header, bytes, 16);  /* nbuckets, symoffset, bloom words, bloom shift */
+            if (header[0] == 0 || header[2] == 0 || (header[2] & (header[2] - 1)) != 0)
+                return dbk_fail(e, "DT_GNU_HASH has no buckets, or a bloom filter size that is not a power of two");
+            buckets_at = 16 + (uint64_t)header[2] * sizeof(ElfW(Addr));
+            size = buckets_at + (uint64_t)header[0] * 4;
+            if (size > DBK_MAX_TABLE_BYTES || (bytes = dbk_table(e, d->gnu_hash, size)) == NULL)
+                return dbk_fail(e, "DT_GNU_HASH's bloom filter and buckets lie outside the file");
+            room = dbk_room(e, d->gnu_hash) - size;  /* bytes left for the chains */
+            chains = room / 4;
+            /* Buckets name where each chain starts; chains are consecutive, in bucket order, and
+             * each ends with an odd hash. Chain words are read as they are walked. */
+            for (i = 0; i < header[0]; i++) {
+                uint32_t start;
+                uint64_t k;
+                memcpy(&start, bytes + buckets_at + (uint64_t)i * 4, 4);
+                if (start == 0)
+                    continue;
+                if (start < header[1] || start <= previous || (previous && start <= last))
+                    return dbk_fail(e, "DT_GNU_HASH buckets are out of order or below symoffset");
+                for (k = start;; k++) {
+                    uint32_t hash;
+                    const unsigned char *word;
+                    if (k - header[1] >= chains
+                            || (word = dbk_table(e, d->gnu_hash + size + (k - header[1]) * 4, 4)) == NULL)
+                        return dbk_fail(e, "a DT_GNU_HASH chain runs past its segment");
+                    memcpy(&hash, word, 4);
+                    if (hash & 1)
+                        break;
+                }
+                previous = start;
+                last = (uint32_t)k;
+            }
+            if ((uint64_t)(previous ? last + 1 : header[1]) > *n_symbols)
+                *n_symbols = previous ? (uint64_t)last + 1 : header[1];
+        }
+        return 0;
+    }
+
+    /* Version records: chains that end, names inside the string table, files among DT_NEEDED. */
+    static int dbk_check_versions(dbk_elf *e, const dbk_dynamic *d, unsigned char *defined,
+                                  uint32_t *highest)
+    {
+        uint32_t steps = 0;
+        *highest = 0;
+        if (d->has_verneed) {
+            uint64_t at = d->verneed;
+            for (;;) {
+                const unsigned char *bytes = dbk_table(e, at, sizeof(dbk_Verneed));
+                dbk_Verneed need;
+                uint64_t aux_at;
+                uint32_t i, found = 0;
+                if (bytes == NULL || ++steps > DBK_MAX_VERSION_RECORDS)
+                    return dbk_fail(e, "DT_VERNEED records lie outside the file or do not end");
+                memcpy(&need, bytes, sizeof(need));
+                if (need.vn_version != 1 || need.vn_file >= e->strsz)
+                    return dbk_fail(e, "a DT_VERNEED record has a bad vn_version or vn_file");
+                for (i = 0; i < e->n_needed && !found; i++)
+                    found = strcmp(e->strtab + need.vn_file, e->strtab + e->needed[i]) == 0;
+                if (!found)
+                    return dbk_fail(e, "a DT_VERNEED record names a file that is not a DT_NEEDED entry");
+                aux_at = at + need.vn_aux;
+                for (i = 0; need.vn_aux != 0; i++) {
+                    dbk_Vernaux aux;
+                    bytes = dbk_table(e, aux_at, sizeof(dbk_Vernaux));
+                    if (bytes == NULL || ++steps > DBK_MAX_VERSION_RECORDS)
+                        return dbk_fail(e, "DT_VERNEED auxiliary records lie outside the file or do not end");
+                    memcpy(&aux, bytes, sizeof(aux));
+                    if (aux.vna_name >= e->strsz)
+                        return dbk_fail(e, "a DT_VERNEED version name lies outside the string table");
+                    defined[aux.vna_other & 0x7fff] = 1;
+                    if ((aux.vna_other & 0x7fff) > *highest)
+                        *highest = aux.vna_other & 0x7fff;
+                    if (aux.vna_next == 0)
+                        break;
+                    aux_at += aux.vna_next;
+                }
+                if (need.vn_next == 0)
+                    break;
+                at += need.vn_next;
+            }
+        }
+        if (d->has_verdef) {
+            uint64_t at = d->verdef;
+            for (;;) {
+                const unsigned char *bytes = dbk_table(e, at, sizeof(dbk_Verdef));
+                dbk_Verdef def;
+                dbk_Verdaux aux;
+                if (bytes == NULL || ++steps > DBK_MAX_VERSION_RECORDS)
+                    return dbk_fail(e, "DT_VERDEF records lie outside the file or do not end");
+                memcpy(&def, bytes, sizeof(def));
+                if (def.vd_version != 1)
+                    return dbk_fail(e, "a DT_VERDEF record has a bad vd_version");
+                bytes = dbk_table(e, at + def.vd_aux, sizeof(dbk_Verdaux));
+                if (bytes == NULL)
+                    return dbk_fail(e, "a DT_VERDEF name record lies outside the file");
+                memcpy(&aux, bytes, sizeof(aux));
+                if (aux.vda_name >= e->strsz)
+                    return dbk_fail(e, "a DT_VERDEF version name lies outside the string table");
+                defined[def.vd_ndx & 0x7fff] = 1;
+                if ((def.vd_ndx & 0x7fff) > *highest)
+                    *highest = def.vd_ndx & 0x7fff;
+                if (def.vd_next == 0)
+                    break;
+                at += def.vd_next;
+            }
+        }
+        return 0;
+    }
+
+    /* -- relocations and symbols ------------------------------------------------------------ */
+
+    typedef struct {
+        uint64_t init_array, init_slots, fini_array, fini_slots;
+        unsigned char covered[2][DBK_MAX_ARRAY_SLOTS];
+        uint64_t image_start, image_end;
+        uint64_t symbol_capacity;   /* symbols DT_SYMTAB's segment holds from the file */
+        uint64_t max_symbol;
+        int text_relocations;
+    } dbk_relocation_context;
+
+    static int dbk_check_relocations(dbk_elf *e, dbk_relocation_context *c, uint64_t vaddr,
+                                     uint64_t size, uint64_t entry_size, int with_addend,
+                                     const char *name)
+    {
+        const unsigned char *bytes;
+        uint64_t i, n;
+        if (size % entry_size != 0 || size > DBK_MAX_TABLE_BYTES)
+            return dbk_fail(e, name);
+        if (size == 0)
+            return 0;
+        bytes = dbk_table(e, vaddr, size);
+        if (bytes == NULL)
+            return dbk_fail(e, name);
+        n = size / entry_size;
+        for (i = 0; i < n; i++) {
+            dbk_Rela r;
+            uint64_t symbol;
+            uint32_t type;
+            if (with_addend) {
+                memcpy(&r, bytes + i * entry_size, sizeof(dbk_Rela));
+            } else {
+                dbk_Rel rel;
+                memcpy(&rel, bytes + i * entry_size, sizeof(dbk_Rel));
+                r.r_offset = rel.r_offset;
+                r.r_info = rel.r_info;
+                r.r_addend = 0;
+            }
+            symbol = DBK_R_SYM(r.r_info);
+            type = DBK_R_TYPE(r.r_info);
+            if (!dbk_reloc_type_ok(type))
+                return dbk_fail(e, "a relocation has a type the dynamic linker does not handle in a shared object");
+            if (type != 0 && dbk_segment(e, r.r_offset, sizeof(ElfW(Addr)), 1,
+                                         c->text_relocations ? 0 : PF_W) == NULL)
+                return dbk_fail(e, "a relocation's r_offset lies outside every writable PT_LOAD segment");
+            if (symbol != 0 && symbol >= c->symbol_capacity)
+                return dbk_fail(e, "a relocation names a symbol past the end of the symbol table");
+            if (symbol > c->max_symbol)
+                c->max_symbol = symbol;
+    #if DBK_HAS_RELOC_TYPES
+            if (with_addend && type == DBK_RELATIVE
+                    && ((uint64_t)r.r_addend < c->image_start || (uint64_t)r.r_addend > c->image_end))
+                return dbk_fail(e, "a relative relocation's addend points outside the loaded segments");
+            if (with_addend && type == DBK_IRELATIVE
+                    && dbk_segment(e, (uint64_t)r.r_addend, 1, 1, PF_X) == NULL)
+                return dbk_fail(e, "an IRELATIVE relocation's resolver lies outside every executable segment");
+    #endif
+            {
+                int k;
+                for (k = 0; k < 2; k++) {
+                    uint64_t start = k ? c->fini_array : c->init_array;
+                    uint64_t slots = k ? c->fini_slots : c->init_slots;
+                    if (r.r_offset >= start && r.r_offset - start < slots * sizeof(ElfW(Addr))) {
+                        if ((r.r_offset - start) % sizeof(ElfW(Addr)) != 0)
+                            return dbk_fail(e, "a relocation splits a DT_INIT_ARRAY or DT_FINI_ARRAY slot");
+    #if DBK_HAS_RELOC_TYPES
+                        if (with_addend && type == DBK_RELATIVE
+                                && dbk_segment(e, (uint64_t)r.r_addend, 1, 1, PF_X) == NULL)
+                            return dbk_fail(e, "a DT_INIT_ARRAY or DT_FINI_ARRAY function lies outside every executable segment");
+    #endif
+                        c->covered[k][(r.r_offset - start) / sizeof(ElfW(Addr))] = 1;
+                    }
+                }
+            }
+        }
+        return 0;
+    }
+
+    /* One relative relocation of a DT_RELR table: a word the linker adds the load address to. */
+    static int dbk_relr_word(dbk_elf *e, dbk_relocation_context *c, uint64_t where)
+    {
+        int k;
+        if (dbk_segment(e, where, sizeof(ElfW(Addr)), 1, c->text_relocations ? 0 : PF_W) == NULL)
+            return dbk_fail(e, "a DT_RELR address lies outside every writable PT_LOAD segment");
+        for (k = 0; k < 2; k++) {
+            uint64_t start = k ? c->fini_array : c->init_array;
+            uint64_t slots = k ? c->fini_slots : c->init_slots;
+            if (where >= start && where - start < slots * sizeof(ElfW(Addr))) {
+                const unsigned char *bytes = dbk_table(e, where, sizeof(ElfW(Addr)));
+                ElfW(Addr) function;
+                if ((where - start) % sizeof(ElfW(Addr)) != 0 || bytes == NULL)
+                    return dbk_fail(e, "a DT_RELR address splits a DT_INIT_ARRAY or DT_FINI_ARRAY slot");
+                memcpy(&function, bytes, sizeof(function));
+                if (dbk_segment(e, function, 1, 1, PF_X) == NULL)
+                    return dbk_fail(e, "a DT_INIT_ARRAY or DT_FINI_ARRAY function lies outside every executable segment");
+                c->covered[k][(where - start) / sizeof(ElfW(Addr))] = 1;
+            }
+        }
+        return 0;
+    }
+
+    static int dbk_check_relr(dbk_elf *e, dbk_relocation_context *c, uint64_t vaddr, uint64_t size)
+    {
+        const unsigned char *bytes;
+        uint64_t i, where = 0, bit;
+        const uint64_t bits = 8 * sizeof(ElfW(Relr)) - 1;
+        if (size % sizeof(ElfW(Relr)) != 0 || size > DBK_MAX_TABLE_BYTES
+                || (size > 0 && (bytes = dbk_table(e, vaddr, size)) == NULL))
+            return dbk_fail(e, "DT_RELR + DT_RELRSZ lies outside the file or is not whole entries");
+        for (i = 0; i < size / sizeof(ElfW(Relr)); i++) {
+            ElfW(Relr) entry;
+            memcpy(&entry, bytes + i * sizeof(entry), sizeof(entry));
+            if ((entry & 1) == 0) {
+                where = entry;
+                if (dbk_relr_word(e, c, where) != 0)
+                    return -1;
+                where += sizeof(ElfW(Addr));
+            } else {
+                for (bit = 1; bit <= bits; bit++)
+                    if (((entry >> bit) & 1) && dbk_relr_word(e, c, where + (bit - 1) * sizeof(ElfW(Addr))) != 0)
+                        return -1;
+                where += bits * sizeof(ElfW(Addr));
+            }
+        }
+        return 0;
+    }
+
+    static int dbk_check_symbols(dbk_elf *e, const dbk_dynamic *d, uint64_t n_symbols,
+                                 const unsigned char *defined, uint32_t highest)
+    {
+        const unsigned char *bytes, *versions = NULL;
+        uint64_t i;
+        if (n_symbols == 0)
+            return 0;
+        if (!DBK_HAS(d, DT_SYMTAB))
+            return dbk_fail(e, "DT_SYMTAB is missing");
+        if (n_symbols > DBK_MAX_TABLE_BYTES / sizeof(dbk_Sym)
+                || (bytes = dbk_table(e, DBK_VAL(d, DT_SYMTAB), n_symbols * sizeof(dbk_Sym))) == NULL)
+            return dbk_fail(e, "the symbol table (DT_SYMTAB) lies outside the file part of every PT_LOAD segment");
+        if (d->has_versym) {
+            if (!d->has_verneed && !d->has_verdef)
+                return dbk_fail(e, "DT_VERSYM without DT_VERNEED or DT_VERDEF");
+            if ((versions = dbk_table(e, d->versym, n_symbols * 2)) == NULL)
+                return dbk_fail(e, "the version table (DT_VERSYM) lies outside the file part of every PT_LOAD segment");
+        }
+        for (i = 0; i < n_symbols; i++) {
+            dbk_Sym s;
+            memcpy(&s, bytes + i * sizeof(dbk_Sym), sizeof(s));
+            if (s.st_name >= e->strsz)
+                return dbk_fail(e, "a symbol's name lies outside the string table");
+            if (versions != NULL) {
+                uint16_t v;
+                memcpy(&v, versions + i * 2, 2);
+                v &= 0x7fff;
+                if (v > 1 && (v > highest || !defined[v]))
+                    return dbk_fail(e, "a DT_VERSYM entry names a version no DT_VERNEED or DT_VERDEF record defines");
+            }
+            if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE
+                    || DBK_ST_TYPE(s.st_info) == STT_TLS)
+                continue;
+            if (DBK_ST_TYPE(s.st_info) == STT_FUNC || DBK_ST_TYPE(s.st_info) == STT_GNU_IFUNC) {
+                if (dbk_segment(e, s.st_value, 1, 1, PF_X) == NULL)
+                    return dbk_fail(e, "a function symbol's st_value lies outside every executable segment");
+            } else if (dbk_segment(e, s.st_value, 0, 1, 0) == NULL) {
+                return dbk_fail(e, "a symbol's st_value lies outside every PT_LOAD segment");
+            }
+        }
+        return 0;
+    }
+
+    /* Read the tables the dynamic section names in one go when they are close together. */
+    static void dbk_prefetch(dbk_elf *e, const dbk_dynamic *d)
+    {
+        uint64_t low = UINT64_MAX, high = 0, offset;
+        const uint64_t tags[] = {DT_STRTAB, DT_SYMTAB, DT_HASH, DT_RELA, DT_REL, DT_JMPREL};
+        uint64_t addresses[10];
+        int i, n = 0;
+        for (i = 0; i < 6; i++)
+            if (DBK_HAS(d, tags[i]))
+                addresses[n++] = DBK_VAL(d, tags[i]);
+        if (d->has_gnu_hash) addresses[n++] = d->gnu_hash;
+        if (d->has_versym) addresses[n++] = d->versym;
+        if (d->has_verneed) addresses[n++] = d->verneed;
+        if (d->has_verdef) addresses[n++] = d->verdef;
+        for (i = 0; i < n; i++) {
+            if (dbk_table_offset(e, addresses[i], 1, &offset) != 0)
+                continue;
+            if (offset < low) low = offset;
+            if (offset > high) high = offset;
+        }
+        if (n == 0 || low > high)
+            return;
+        /* Up to the end of the furthest table's start, plus the largest sized tables after it. */
+        high += 4096;
+        if (high > e->file_size)
+            high = e->file_size;
+        if (high <= e->page_bytes || high - low > DBK_SPAN_BYTES)
+            return;
+        if (low < e->page_bytes)
+            low = 0;
+        e->span = malloc(high - low);
+        if (e->span == NULL)
+            return;
+        if (dbk_pread_all(e->fd, e->span, high - low, low) != 0) {
+            free(e->span);
+            e->span = NULL;
+            return;
+        }
+        e->span_offset = low;
+        e->span_bytes = high - low;
+    }
+
+    /* Everything the dynamic linker will trust, checked against the file. 0, or -1 with e->problem. */
+    static int dbk_check_structure(dbk_elf *e, const dbk_Ehdr *h, long page_size)
+    {
+        dbk_dynamic d;
+        dbk_relocation_context *c;
+        unsigned char *defined;
+        uint64_t n_symbols;
+        uint32_t highest;
+        int i, k, result = -1;
+        if (dbk_check_segments(e, h, page_size) != 0 || dbk_check_notes(e) != 0
+                || dbk_read_dynamic(e, &d) != 0)
+            return -1;
+        dbk_prefetch(e, &d);
+        if (dbk_check_strings(e, &d) != 0 || dbk_check_hashes(e, &d, &n_symbols) != 0)
+            return -1;
+        if (DBK_HAS(&d, DT_SYMENT) && DBK_VAL(&d, DT_SYMENT) != sizeof(dbk_Sym))
+            return dbk_fail(e, "DT_SYMENT is not the size of a symbol");
+        if (DBK_HAS(&d, DT_PLTREL) && DBK_VAL(&d, DT_PLTREL) != DBK_PLTREL)
+            return dbk_fail(e, "DT_PLTREL names the other relocation format");
+        if (DBK_HAS(&d, DT_RELA) && (!DBK_HAS(&d, DT_RELASZ) || !DBK_HAS(&d, DT_RELAENT)
+                                     || DBK_VAL(&d, DT_RELAENT) != sizeof(dbk_Rela)))
+            return dbk_fail(e, "DT_RELA without DT_RELASZ, or DT_RELAENT not the size of a relocation");
+        if (DBK_HAS(&d, DT_REL) && (!DBK_HAS(&d, DT_RELSZ) || !DBK_HAS(&d, DT_RELENT)
+                                    || DBK_VAL(&d, DT_RELENT) != sizeof(dbk_Rel)))
+            return dbk_fail(e, "DT_REL without DT_RELSZ, or DT_RELENT not the size of a relocation");
+        if (DBK_HAS(&d, DT_RELR) && (!DBK_HAS(&d, DT_RELRSZ)
+                                     || (DBK_HAS(&d, DT_RELRENT) && DBK_VAL(&d, DT_RELRENT) != sizeof(ElfW(Relr)))))
+            return dbk_fail(e, "DT_RELR without DT_RELRSZ, or DT_RELRENT not the size of an entry");
+        if (DBK_HAS(&d, DT_JMPREL) && (!DBK_HAS(&d, DT_PLTRELSZ) || !DBK_HAS(&d, DT_PLTREL)))
+            return dbk_fail(e, "DT_JMPREL without DT_PLTRELSZ or DT_PLTREL");
+        if (DBK_HAS(&d, DT_INIT) && dbk_segment(e, DBK_VAL(&d, DT_INIT), 1, 1, PF_X) == NULL)
+            return dbk_fail(e, "DT_INIT lies outside every executable segment");
+        if (DBK_HAS(&d, DT_FINI) && dbk_segment(e, DBK_VAL(&d, DT_FINI), 1, 1, PF_X) == NULL)
+            return dbk_fail(e, "DT_FINI lies outside every executable segment");
+        c = calloc(1, sizeof(*c));
+        defined = calloc(0x8000, 1);
+        if (c == NULL || defined == NULL) {
+            e->problem = "out of memory";
+            goto done;
+        }
+        for (k = 0; k < 2; k++) {
+            int array_tag = k ? DT_FINI_ARRAY : DT_INIT_ARRAY;
+            int size_tag = k ? DT_FINI_ARRAYSZ : DT_INIT_ARRAYSZ;
+            uint64_t size = DBK_VAL(&d, size_tag);
+            if (!DBK_HAS(&d, array_tag))
+                continue;
+            if (!DBK_HAS(&d, size_tag) || size % sizeof(ElfW(Addr)) != 0
+                    || size / sizeof(ElfW(Addr)) > DBK_MAX_ARRAY_SLOTS
+                    || dbk_segment(e, DBK_VAL(&d, array_tag), size, 1, 0) == NULL) {
+                e->problem = k ? "DT_FINI_ARRAY or DT_FINI_ARRAYSZ is missing, misaligned or outside every PT_LOAD segment"
+                               : "DT_INIT_ARRAY or DT_INIT_ARRAYSZ is missing, misaligned or outside every PT_LOAD segment";
+                goto done;
+            }
+            if (k) {
+                c->fini_array = DBK_VAL(&d, array_tag);
+                c->fini_slots = size / sizeof(ElfW(Addr));
+            } else {
+                c->init_array = DBK_VAL(&d, array_tag);
+                c->init_slots = size / sizeof(ElfW(Addr));
+            }
+        }
+        c->image_start = e->phdrs[e->loads[0]].p_vaddr;
+        c->image_end = e->phdrs[e->loads[e->n_loads - 1]].p_vaddr + e->phdrs[e->loads[e->n_loads - 1]].p_memsz;
+        c->symbol_capacity = DBK_HAS(&d, DT_SYMTAB) ? dbk_room(e, DBK_VAL(&d, DT_SYMTAB)) / sizeof(dbk_Sym) : 0;
+        c->text_relocations = DBK_HAS(&d, DT_TEXTREL)
+                              || (DBK_HAS(&d, DT_FLAGS) && (DBK_VAL(&d, DT_FLAGS) & DF_TEXTREL));
+        if (dbk_check_versions(e, &d, defined, &highest) != 0)
+            goto done;
+        if (DBK_HAS(&d, DT_RELA) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_RELA), DBK_VAL(&d, DT_RELASZ),
+                sizeof(dbk_Rela), 1, "DT_RELA + DT_RELASZ lies outside the file or is not whole relocations") != 0)
+            goto done;
+        if (DBK_HAS(&d, DT_REL) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_REL), DBK_VAL(&d, DT_RELSZ),
+                sizeof(dbk_Rel), 0, "DT_REL + DT_RELSZ lies outside the file or is not whole relocations") != 0)
+            goto done;
+        if (DBK_HAS(&d, DT_JMPREL) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_JMPREL), DBK_VAL(&d, DT_PLTRELSZ),
+                DBK_PLTREL == DT_RELA ? sizeof(dbk_Rela) : sizeof(dbk_Rel), DBK_PLTREL == DT_RELA,
+                "DT_JMPREL + DT_PLTRELSZ lies outside the file or is not whole relocations") != 0)
+            goto done;
+        if (DBK_HAS(&d, DT_RELR) && dbk_check_relr(e, c, DBK_VAL(&d, DT_RELR), DBK_VAL(&d, DT_RELRSZ)) != 0)
+            goto done;
+        for (k = 0; k < 2; k++)
+            for (i = 0; i < (int)(k ? c->fini_slots : c->init_slots); i++)
+                if (!c->covered[k][i]) {
+                    e->problem = "a DT_INIT_ARRAY or DT_FINI_ARRAY slot has no relocation";
+                    goto done;
+                }
+        /* The hash tables cover the defined symbols; relocations may name more (undefined ones
+         * past the hashed range): every symbol the linker will read is checked. */
+        if (c->max_symbol + 1 > n_symbols && c->max_symbol > 0)
+            n_symbols = c->max_symbol + 1;
+        if (dbk_check_symbols(e, &d, n_symbols, defined, highest) != 0)
+            goto done;
+        result = 0;
+    done:
+        free(c);
+        free(defined);
+        return result;
+    }
     """
     ctypedef struct dbk_Ehdr:
         unsigned char e_ident[16]
         uint16_t e_type
         uint16_t e_machine
-        uint64_t e_phoff
-        uint16_t e_phentsize
-        uint16_t e_phnum
 
-    ctypedef struct dbk_Phdr:
-        uint32_t p_type
-        uint64_t p_offset
-        uint64_t p_vaddr
-        uint64_t p_filesz
+    ctypedef struct dbk_elf:
+        const char *problem
+        int truncated
+        uint64_t needed_bytes
+        const char *strtab
+        uint64_t strsz
+        uint32_t n_needed, n_filters
+        uint64_t needed[1]
+        uint64_t filters[1]
+        int64_t rpath, runpath
+        int fd
+        uint64_t file_size
+        const unsigned char *page
+        uint64_t page_bytes
 
-    ctypedef struct dbk_Dyn:
-        int64_t d_tag
+    int dbk_check_structure(dbk_elf *e, const dbk_Ehdr *h, long page_size) nogil
+    void dbk_elf_free(dbk_elf *e) nogil
 
-    uint64_t dbk_dyn_value(const dbk_Dyn *d)
 
+cdef extern from "<unistd.h>" nogil:
+    long sysconf(int name)
     enum:
-        PT_LOAD
-        PT_DYNAMIC
-        DT_NULL
-        DT_NEEDED
-        DT_STRTAB
-        DT_STRSZ
-        DT_RPATH
-        DT_RUNPATH
+        _SC_PAGESIZE
 
 
 cdef enum ElfVerdict:
@@ -55,104 +973,60 @@ cdef enum ElfVerdict:
     ELF_WRONG_BYTE_ORDER    # detail: the file's byte order
     ELF_WRONG_TYPE          # detail: e_type
     ELF_WRONG_MACHINE       # detail: e_machine
-    ELF_BAD_PROGRAM_HEADERS
-    ELF_TRUNCATED           # detail: bytes the segments need; file size in *size
-
-cdef enum:
-    MAX_PROGRAM_HEADERS = 512
+    ELF_MALFORMED           # e.problem names the field
+    ELF_TRUNCATED           # e.needed_bytes: bytes the segments need; e.file_size
 
 cdef unsigned char _own_class = 0, _own_data = 0
 cdef unsigned int _own_machine = 0
+cdef long _page_size = sysconf(_SC_PAGESIZE)
 
 
 cdef enum:
     FIRST_PAGE_WORDS = 512      # the first 4 KiB of a file: ELF and program headers usually fit
 
 
-cdef int _check_elf(const char *path, uint64_t *detail, uint64_t *size, int *keep_fd,
-                    uint64_t *page, ssize_t *page_bytes) noexcept nogil:
-    """Check the ELF header and that every loadable segment lies inside the file. With
-    ``keep_fd`` and a passing file, the open descriptor is handed over instead of closed; with
-    ``page`` (FIRST_PAGE_WORDS words), the file's first bytes are left there for the caller."""
-    cdef int fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+cdef int _check_elf(const char *path, dbk_elf *e, uint64_t *page, uint64_t *detail) noexcept nogil:
+    """Check the ELF header, then the structures the dynamic linker will trust. ``e`` must be
+    zeroed; ``page`` holds FIRST_PAGE_WORDS words. On return ``e.fd`` is the open file (or -1)
+    for the caller to close, with dbk_elf_free."""
     cdef struct_stat st
     cdef dbk_Ehdr header
-    cdef uint64_t local_page[FIRST_PAGE_WORDS]
-    cdef const dbk_Phdr *segments = NULL
-    cdef dbk_Phdr *allocated = NULL
     cdef ssize_t got
-    cdef uint64_t end, needed = 0
-    cdef size_t table_size
-    cdef int i, verdict = ELF_OK
-    if page == NULL:
-        page = local_page
-    if fd < 0:
+    e.fd = c_open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
+    if e.fd < 0:
         detail[0] = errno
         return ELF_OPEN_FAILED
-    if fstat(fd, &st) != 0 or not S_ISREG(st.st_mode):
-        c_close(fd)
+    if fstat(e.fd, &st) != 0 or not S_ISREG(st.st_mode):
         return ELF_NOT_REGULAR
-    size[0] = <uint64_t>st.st_size
-    got = pread(fd, page, FIRST_PAGE_WORDS * sizeof(uint64_t), 0)
-    if page_bytes != NULL:
-        page_bytes[0] = got
+    e.file_size = <uint64_t>st.st_size
+    got = pread(e.fd, page, FIRST_PAGE_WORDS * sizeof(uint64_t), 0)
+    e.page = <const unsigned char *>page
+    e.page_bytes = <uint64_t>got if got > 0 else 0
     memset(&header, 0, sizeof(header))
     if got > 0:
         memcpy(&header, page, <size_t>got if <size_t>got < sizeof(header) else sizeof(header))
     if got < 4 or header.e_ident[0] != 0x7f or header.e_ident[1] != b'E' \
             or header.e_ident[2] != b'L' or header.e_ident[3] != b'F':
-        verdict = ELF_NOT_ELF
-    elif got < 6:
-        verdict = ELF_TRUNCATED_HEADER
-    elif header.e_ident[4] != _own_class:
+        return ELF_NOT_ELF
+    if got < 6:
+        return ELF_TRUNCATED_HEADER
+    if header.e_ident[4] != _own_class:
         detail[0] = header.e_ident[4]
-        verdict = ELF_WRONG_CLASS
-    elif header.e_ident[5] != _own_data:
+        return ELF_WRONG_CLASS
+    if header.e_ident[5] != _own_data:
         detail[0] = header.e_ident[5]
-        verdict = ELF_WRONG_BYTE_ORDER
-    elif got < <ssize_t>sizeof(header):
-        verdict = ELF_TRUNCATED_HEADER
-    elif header.e_type != 3:  # ET_DYN
+        return ELF_WRONG_BYTE_ORDER
+    if got < <ssize_t>sizeof(header):
+        return ELF_TRUNCATED_HEADER
+    if header.e_type != 3:  # ET_DYN
         detail[0] = header.e_type
-        verdict = ELF_WRONG_TYPE
-    elif header.e_machine != _own_machine:
+        return ELF_WRONG_TYPE
+    if header.e_machine != _own_machine:
         detail[0] = header.e_machine
-        verdict = ELF_WRONG_MACHINE
-    elif header.e_phentsize != sizeof(dbk_Phdr) or header.e_phnum == 0 \
-            or header.e_phnum > MAX_PROGRAM_HEADERS:
-        verdict = ELF_BAD_PROGRAM_HEADERS
-    else:
-        table_size = header.e_phnum * sizeof(dbk_Phdr)
-        if header.e_phoff + table_size > size[0]:
-            detail[0] = header.e_phoff + table_size
-            verdict = ELF_TRUNCATED
-        else:
-            if header.e_phoff + table_size <= <uint64_t>got and header.e_phoff % 8 == 0:
-                segments = <const dbk_Phdr *>(<const char *>page + header.e_phoff)
-            else:
-                allocated = <dbk_Phdr *>malloc(table_size)
-                if allocated != NULL and \
-                        pread(fd, allocated, table_size, header.e_phoff) == <ssize_t>table_size:
-                    segments = allocated
-            if segments == NULL:
-                verdict = ELF_BAD_PROGRAM_HEADERS
-            else:
-                for i in range(header.e_phnum):
-                    if segments[i].p_type == PT_LOAD or segments[i].p_type == PT_DYNAMIC:
-                        end = segments[i].p_offset + segments[i].p_filesz
-                        if end < segments[i].p_offset:  # wrapped around
-                            end = <uint64_t>-1
-                        if end > needed:
-                            needed = end
-                if needed > size[0]:
-                    detail[0] = needed
-                    verdict = ELF_TRUNCATED
-            free(allocated)
-    if keep_fd != NULL and verdict == ELF_OK:
-        keep_fd[0] = fd
-    else:
-        c_close(fd)
-    return verdict
+        return ELF_WRONG_MACHINE
+    if dbk_check_structure(e, &header, _page_size) != 0:
+        return ELF_TRUNCATED if e.truncated else ELF_MALFORMED
+    return ELF_OK
 
 
 def _learn_own_elf_identity(str module_path):
@@ -177,21 +1051,45 @@ _learn_own_elf_identity(__file__)
 _ELF_CLASS_NAMES = {1: "32-bit", 2: "64-bit"}
 _ELF_DATA_NAMES = {1: "little-endian", 2: "big-endian"}
 _ELF_TYPE_NAMES = {0: "of no type", 1: "a relocatable object", 2: "an executable", 4: "a core file"}
+_ELF_MACHINE_NAMES = {
+    2: "SPARC", 3: "i386", 4: "Motorola 68000", 8: "MIPS", 15: "PA-RISC", 18: "SPARC32+",
+    20: "PowerPC", 21: "PowerPC64", 22: "s390x", 40: "ARM", 42: "SuperH", 43: "SPARC V9",
+    50: "IA-64", 62: "x86-64", 183: "AArch64", 190: "CUDA", 224: "AMDGPU", 243: "RISC-V",
+    247: "BPF", 258: "LoongArch",
+}
+
+
+def elf_machine_name(int machine):
+    """x86-64 for 62, AArch64 for 183, ...; "ELF machine N" for a number without a name."""
+    return _ELF_MACHINE_NAMES.get(machine, f"ELF machine {machine}")
 
 
 cdef tuple _check_elf_file(bytes path):
     """(reason, detail) when the file cannot be a shared object for this process, else None."""
-    cdef uint64_t detail = 0, size = 0
+    cdef uint64_t detail = 0
+    cdef uint64_t page[FIRST_PAGE_WORDS]
+    cdef dbk_elf *e = <dbk_elf *>calloc(1, sizeof(dbk_elf))
     cdef int verdict
     cdef const char *c_path = path
-    with nogil:
-        verdict = _check_elf(c_path, &detail, &size, NULL, NULL, NULL)
-    if verdict == ELF_OK:
-        return None
-    return _elf_verdict(verdict, detail, size)
+    if e == NULL:
+        raise MemoryError()
+    e.fd = -1
+    try:
+        with nogil:
+            verdict = _check_elf(c_path, e, page, &detail)
+        return None if verdict == ELF_OK else _elf_verdict(verdict, detail, e)
+    finally:
+        _release(e)
 
 
-cdef tuple _elf_verdict(int verdict, uint64_t detail, uint64_t size):
+cdef void _release(dbk_elf *e) noexcept nogil:
+    if e.fd >= 0:
+        c_close(e.fd)
+    dbk_elf_free(e)
+    free(e)
+
+
+cdef tuple _elf_verdict(int verdict, uint64_t detail, const dbk_elf *e):
     """(reason, detail) for a failed _check_elf."""
     if verdict == ELF_OPEN_FAILED:
         return Reason.UNREADABLE, _strerror(<int>detail)
@@ -210,12 +1108,14 @@ cdef tuple _elf_verdict(int verdict, uint64_t detail, uint64_t size):
     if verdict == ELF_WRONG_TYPE:
         return Reason.NOT_A_SHARED_OBJECT, f"ELF file is {_ELF_TYPE_NAMES.get(detail, detail)}"
     if verdict == ELF_WRONG_MACHINE:
-        return (Reason.WRONG_ARCHITECTURE,
-                f"ELF machine is {detail}, this process is ELF machine {_own_machine}")
+        return (Reason.WRONG_ARCHITECTURE, f"built for {elf_machine_name(<int>detail)}, "
+                f"this process is {elf_machine_name(_own_machine)}")
     if verdict == ELF_TRUNCATED:
         return (Reason.NOT_A_SHARED_OBJECT,
-                f"truncated: its segments need {detail} bytes, the file has {size}")
-    return Reason.NOT_A_SHARED_OBJECT, "malformed ELF program headers"
+                f"truncated: its segments need {e.needed_bytes} bytes, the file has {e.file_size}")
+    return (Reason.NOT_A_SHARED_OBJECT,
+            "malformed ELF file: " + (<bytes>e.problem).decode("ascii") if e.problem != NULL
+            else "malformed ELF file")
 
 
 _CANNOT_OPEN = ": cannot open shared object file"
@@ -234,109 +1134,44 @@ cdef tuple _classify_dlopen_error(str path, str message):
     return Reason.DLOPEN_FAILED, message
 
 
-
-cdef bytes _pread_bytes(int fd, uint64_t offset, uint64_t size):
-    """Exactly ``size`` bytes at ``offset``, or None."""
-    cdef bytes buffer
-    cdef ssize_t got
-    if size > (16 << 20):
-        return None
-    buffer = bytes(size)
-    got = pread(fd, <char *>buffer, size, offset)
-    return buffer if got == <ssize_t>size else None
+def classify_dlopen_error(str path, str message):
+    """``(reason, detail)`` for the dynamic linker's message on failing to load ``path``."""
+    return _classify_dlopen_error(path, message)
 
 
-cdef object _dynamic_dependencies(int fd, const uint64_t *page, ssize_t page_bytes):
-    """``(needed, rpath, runpath)`` from the dynamic segment of the ELF file open as ``fd`` (of
-    this process's class; found through the program headers, so stripped files work too), with
-    every needed library already loaded into this process left out. None if unreadable."""
-    cdef dbk_Ehdr header
-    cdef const dbk_Phdr *segments
-    cdef const dbk_Dyn *dynamic
-    cdef bytes table, entries, strings
-    cdef int i, j, n
-    cdef uint64_t strtab = 0, strsz = 0, offset
-    cdef void *handle
-    try:
-        # The ELF check has verified the header and found the program headers in the file.
-        memcpy(&header, page, sizeof(header))
-        if header.e_phoff + header.e_phnum * sizeof(dbk_Phdr) <= <uint64_t>page_bytes \
-                and header.e_phoff % 8 == 0:
-            segments = <const dbk_Phdr *>(<const char *>page + header.e_phoff)
-        else:
-            table = _pread_bytes(fd, header.e_phoff, header.e_phnum * sizeof(dbk_Phdr))
-            if table is None:
-                return None
-            segments = <const dbk_Phdr *><const char *>table
-        entries = None
-        for i in range(header.e_phnum):
-            if segments[i].p_type == PT_DYNAMIC:
-                entries = _pread_bytes(fd, segments[i].p_offset, segments[i].p_filesz)
-        if entries is None:
-            return [], None, None
-        dynamic = <const dbk_Dyn *><const char *>entries
-        n = len(entries) // sizeof(dbk_Dyn)
-        for i in range(n):
-            if dynamic[i].d_tag == DT_NULL:
-                n = i
-                break
-            if dynamic[i].d_tag == DT_STRTAB:
-                strtab = dbk_dyn_value(&dynamic[i])
-            elif dynamic[i].d_tag == DT_STRSZ:
-                strsz = dbk_dyn_value(&dynamic[i])
-        # DT_STRTAB is an address: find the loadable segment that maps it.
-        strings = None
-        for j in range(header.e_phnum):
-            if segments[j].p_type == PT_LOAD and segments[j].p_vaddr <= strtab < \
-                    segments[j].p_vaddr + segments[j].p_filesz:
-                offset = strtab - segments[j].p_vaddr + segments[j].p_offset
-                strings = _pread_bytes(fd, offset, strsz)
-                break
-        if strings is None:
-            return None
-        needed, rpath, runpath = [], None, None
-        for i in range(n):
-            if dbk_dyn_value(&dynamic[i]) >= strsz:
-                continue
-            if dynamic[i].d_tag == DT_NEEDED:
-                name = strings[dbk_dyn_value(&dynamic[i]):strings.index(b"\0", dbk_dyn_value(&dynamic[i]))]
-                handle = dlopen(name, RTLD_NOLOAD | RTLD_LAZY)
-                if handle != NULL:
-                    dlclose(handle)
-                else:
-                    dlerror()
-                    needed.append(os.fsdecode(name))
-            elif dynamic[i].d_tag == DT_RPATH or dynamic[i].d_tag == DT_RUNPATH:
-                value = os.fsdecode(strings[dbk_dyn_value(&dynamic[i]):
-                                            strings.index(b"\0", dbk_dyn_value(&dynamic[i]))])
-                if dynamic[i].d_tag == DT_RPATH:
-                    rpath = value
-                else:
-                    runpath = value
-        return needed, rpath, runpath
-    except ValueError:  # a string without its terminating NUL
-        return None
+cdef object _dynamic_dependencies(const dbk_elf *e):
+    """``(needed, rpath, runpath, filters)`` of a checked file: its DT_NEEDED names in order, its
+    DT_RPATH and DT_RUNPATH (None when absent) and its DT_AUXILIARY and DT_FILTER names, all
+    taken from its string table (every offset already checked to lie inside it)."""
+    cdef uint32_t i
+    needed = [os.fsdecode(<bytes>(e.strtab + e.needed[i])) for i in range(e.n_needed)]
+    filters = [os.fsdecode(<bytes>(e.strtab + e.filters[i])) for i in range(e.n_filters)]
+    rpath = os.fsdecode(<bytes>(e.strtab + e.rpath)) if e.rpath >= 0 else None
+    runpath = os.fsdecode(<bytes>(e.strtab + e.runpath)) if e.runpath >= 0 else None
+    return needed, rpath, runpath, filters
 
 
 def inspect_elf_file(str path):
     """The pre-dlopen look at a file: ``(reason, detail, dependencies)``. ``reason`` and
     ``detail`` as check_elf_file gives them; ``dependencies`` is, for a file that passed,
-    ``(needed libraries not yet loaded, rpath, runpath)`` or None if the dynamic segment could
-    not be read."""
+    ``(needed, rpath, runpath, filters)`` as read from its dynamic section, else None."""
     cdef bytes encoded = os.fsencode(path)
     cdef const char *c_path = encoded
-    cdef uint64_t detail = 0, size = 0
+    cdef uint64_t detail = 0
     cdef uint64_t page[FIRST_PAGE_WORDS]
-    cdef ssize_t page_bytes = 0
-    cdef int fd = -1, verdict
-    with nogil:
-        verdict = _check_elf(c_path, &detail, &size, &fd, page, &page_bytes)
-    if verdict != ELF_OK:
-        return _elf_verdict(verdict, detail, size) + (None,)
+    cdef dbk_elf *e = <dbk_elf *>calloc(1, sizeof(dbk_elf))
+    cdef int verdict
+    if e == NULL:
+        raise MemoryError()
+    e.fd = -1
     try:
-        return None, "", _dynamic_dependencies(fd, page, page_bytes)
+        with nogil:
+            verdict = _check_elf(c_path, e, page, &detail)
+        if verdict != ELF_OK:
+            return _elf_verdict(verdict, detail, e) + (None,)
+        return None, "", _dynamic_dependencies(e)
     finally:
-        c_close(fd)
+        _release(e)
 
 
 def check_elf_file(path):
@@ -344,3 +1179,107 @@ def check_elf_file(path):
     ``(None, "")``. Reads the file; never loads it."""
     failure = _check_elf_file(os.fsencode(path))
     return (None, "") if failure is None else failure
+
+
+# ---------------------------------------------------------------------------------------------
+# Libraries already loaded: the dynamic linker matches a DT_NEEDED name against the objects it
+# has loaded (their path and soname) before it searches, and opens nothing for a match. The
+# names are read from the link map with dl_iterate_phdr; nothing is opened.
+# ---------------------------------------------------------------------------------------------
+
+cdef extern from *:
+    """
+    #include <link.h>
+    typedef struct { unsigned long long adds, subs; } dbk_counts;
+
+    static int dbk_counts_callback(struct dl_phdr_info *info, size_t size, void *data)
+    {
+        dbk_counts *counts = (dbk_counts *)data;
+        if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
+            return 1;
+        counts->adds = info->dlpi_adds;
+        counts->subs = info->dlpi_subs;
+        return 1;  /* the counters are the same in every entry: the first is enough */
+    }
+
+    /* The DT_SONAME of a loaded object, or NULL; only memory its own segments map is read. */
+    static const char *dbk_loaded_soname(const struct dl_phdr_info *info)
+    {
+        const ElfW(Dyn) *dyn = NULL;
+        uint64_t strtab = 0, soname = 0, at;
+        int i, has_strtab = 0, has_soname = 0;
+        for (i = 0; i < info->dlpi_phnum; i++)
+            if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+                dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+        if (dyn == NULL)
+            return NULL;
+        for (; dyn->d_tag != DT_NULL; dyn++) {
+            if (dyn->d_tag == DT_STRTAB) { strtab = dyn->d_un.d_ptr; has_strtab = 1; }
+            else if (dyn->d_tag == DT_SONAME) { soname = dyn->d_un.d_val; has_soname = 1; }
+        }
+        if (!has_strtab || !has_soname)
+            return NULL;
+        /* The linker relocates DT_STRTAB in place in a writable dynamic section only. */
+        at = (strtab < info->dlpi_addr ? info->dlpi_addr + strtab : strtab) + soname;
+        for (i = 0; i < info->dlpi_phnum; i++) {
+            const ElfW(Phdr) *p = &info->dlpi_phdr[i];
+            uint64_t start = info->dlpi_addr + p->p_vaddr;
+            if (p->p_type == PT_LOAD && at >= start && at < start + p->p_filesz)
+                return (const char *)at;
+        }
+        return NULL;
+    }
+    """
+    struct dl_phdr_info:
+        const char *dlpi_name
+
+    ctypedef struct dbk_counts:
+        unsigned long long adds, subs
+
+    int dl_iterate_phdr(int (*callback)(dl_phdr_info *, size_t, void *) noexcept, void *data)
+    int dbk_counts_callback(dl_phdr_info *info, size_t size, void *data) noexcept
+    const char *dbk_loaded_soname(const dl_phdr_info *info)
+
+
+cdef int _collect_names(dl_phdr_info *info, size_t size, void *data) noexcept with gil:
+    cdef set names = <set>data
+    cdef const char *soname
+    if info.dlpi_name == NULL or info.dlpi_name[0] == 0 \
+            or strncmp(info.dlpi_name, b"linux-", 6) == 0:  # the program itself, the vDSO
+        return 0
+    names.add(os.fsdecode(<bytes>info.dlpi_name))
+    soname = dbk_loaded_soname(info)
+    if soname != NULL:
+        names.add(os.fsdecode(<bytes>soname))
+    return 0
+
+
+cdef extern from "<string.h>" nogil:
+    int strncmp(const char *a, const char *b, size_t n)
+
+
+cdef set _startup_names = None          # loaded before the first question: never unloaded
+cdef set _later_names = set()
+cdef dbk_counts _later_counts
+
+
+def is_library_loaded(str name):
+    """Whether the dynamic linker would match DT_NEEDED ``name`` with an object it has already
+    loaded (by path or soname), so that it would open nothing for it."""
+    global _startup_names, _later_names, _later_counts
+    cdef dbk_counts counts
+    cdef set names
+    if _startup_names is None:
+        names = set()
+        dl_iterate_phdr(dbk_counts_callback, &_later_counts)
+        dl_iterate_phdr(_collect_names, <void *>names)
+        _startup_names = names
+    if name in _startup_names:
+        return True
+    dl_iterate_phdr(dbk_counts_callback, &counts)
+    if counts.adds != _later_counts.adds or counts.subs != _later_counts.subs:
+        names = set()
+        dl_iterate_phdr(_collect_names, <void *>names)
+        _later_names = names - _startup_names
+        _later_counts = counts
+    return name in _later_names

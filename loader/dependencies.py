@@ -1,21 +1,26 @@
-"""Which of a library's DT_NEEDED entries the dynamic linker would not find (``missing-dependency``),
-decided before dlopen by following the linker's own search order:
+"""Whether the dynamic linker will find each library a backend needs (DT_NEEDED), decided before
+dlopen without opening anything, by following the linker's own search order:
 
-1. a name with a slash is a path;
-2. DT_RPATH of the library (only when it has no DT_RUNPATH), ``$ORIGIN`` expanded;
-3. ``LD_LIBRARY_PATH`` (not in a secure-execution process);
-4. DT_RUNPATH, ``$ORIGIN`` expanded;
-5. ``/etc/ld.so.cache``;
-6. the default directories.
+1. a name the linker has already loaded (its path or soname) is found without a search;
+2. a name with a slash is a path;
+3. DT_RPATH of the library (only when it has no DT_RUNPATH), ``$ORIGIN`` expanded;
+4. ``LD_LIBRARY_PATH`` (not in a secure-execution process);
+5. DT_RUNPATH, ``$ORIGIN`` expanded;
+6. ``/etc/ld.so.cache``;
+7. the default directories.
 
-A library already loaded into this process is found at once; that is the common case (libc,
-libm, libstdc++), so most candidates cost one dlopen(RTLD_NOLOAD) per dependency.
+The linker opens the first file of that name it reaches. When that is not a regular file (a
+FIFO, socket, device or directory) it would block on it or read it, so the backend is refused
+(``missing-dependency``, naming the library and what kind of file is there). Only ``stat`` is
+used: the loader never opens a non-regular file. DT_AUXILIARY and DT_FILTER names, which the
+linker also loads, get the same check; their absence is not an error.
 """
 import os
+import stat
 import struct
 import sys
 import sysconfig
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from loader import _core
 
@@ -82,29 +87,82 @@ def _expand(paths: Optional[str], origin: str) -> List[str]:
             for p in paths.split(":") if p]
 
 
-def missing_dependencies(path: str, secure: bool = False, dependencies=None) -> List[str]:
-    """The DT_NEEDED entries of ``path`` the dynamic linker would not find; [] when all are
-    found or when the file cannot be analysed (dlopen then has the last word). ``dependencies``
-    is what ``_core.inspect_elf_file`` already read, if the caller has it."""
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a directory"))
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def _first_reached(candidates) -> Tuple[Optional[str], Optional[str]]:
+    """(path, None) for the first candidate that is a regular file, (path, kind) for the first
+    that exists but is not one, (None, None) when none exists."""
+    for candidate in candidates:
+        try:
+            mode = os.stat(candidate).st_mode
+        except (OSError, ValueError):
+            continue  # absent, unreachable, or a name the kernel refuses: the linker moves on
+        return (candidate, None) if stat.S_ISREG(mode) else (candidate, _kind(mode))
+    return None, None
+
+
+def _locate(name: str, search: List[str], default_dirs: List[str]):
+    """Where the linker would find ``name``: (path or None, kind of non-regular file or None).
+    A name only ld.so.cache lists is found at the cache's own (system-maintained) path."""
+    if "/" in name:
+        return _first_reached([name])
+    path, kind = _first_reached(os.path.join(d, name) for d in search)
+    if path is not None:
+        return path, kind
+    if name in _cache_names():
+        return name, None
+    return _first_reached(os.path.join(d, name) for d in default_dirs)
+
+
+def check_dependencies(path: str, secure: bool = False, dependencies=None):
+    """``(missing, unsafe)`` for the libraries ``path`` needs: the DT_NEEDED names the dynamic
+    linker would not find, and ``(name, path, kind)`` for each name it would reach as a file that
+    is not regular. Both empty when the file cannot be analysed (dlopen then has the last word).
+    ``dependencies`` is what ``_core.inspect_elf_file`` already read, if the caller has it."""
     found = dependencies if dependencies is not None else _core.inspect_elf_file(path)[2]
     if found is None:
-        return []
-    not_loaded, rpath, runpath = found
-    if not not_loaded:
-        return []
+        return [], []
+    needed, rpath, runpath, filters = found
+    unresolved = [(name, True) for name in needed if not _core.is_library_loaded(name)]
+    unresolved += [(name, False) for name in filters if not _core.is_library_loaded(name)]
+    if not unresolved:
+        return [], []
     origin = os.path.dirname(path)
     search = (([] if runpath else _expand(rpath, origin))
               + ([] if secure else _expand(_startup_library_path(), origin))
               + _expand(runpath, origin))
     default_dirs = _default_dirs(2 if sys.maxsize > 2**32 else 1)
-    missing = []
-    for name in not_loaded:
-        if "/" in name:
-            found_it = os.path.isfile(name if os.path.isabs(name) else os.path.join(origin, name))
-        else:
-            found_it = (any(os.path.isfile(os.path.join(d, name)) for d in search)
-                        or name in _cache_names()
-                        or any(os.path.isfile(os.path.join(d, name)) for d in default_dirs))
-        if not found_it:
+    missing, unsafe = [], []
+    for name, required in unresolved:
+        where, kind = _locate(name, search, default_dirs)
+        if kind is not None:
+            unsafe.append((name, where, kind))
+        elif where is None and required:
             missing.append(name)
-    return missing
+    return missing, unsafe
+
+
+def dependency_problem(path: str, secure: bool = False, dependencies=None) -> Optional[str]:
+    """The ``missing-dependency`` detail for ``path``, or None when every library it needs will
+    be found, each a regular file."""
+    missing, unsafe = check_dependencies(path, secure, dependencies)
+    if unsafe:
+        name, where, kind = unsafe[0]
+        return (f"needs {name}, which the dynamic linker would reach as {where}: {kind}, "
+                f"not a regular file")
+    if missing:
+        return f"needs {', '.join(missing)}, which the dynamic linker cannot find"
+    return None
+
+
+def missing_dependencies(path: str, secure: bool = False, dependencies=None) -> List[str]:
+    """The DT_NEEDED entries of ``path`` the dynamic linker would not find as regular files;
+    [] when all are found or when the file cannot be analysed."""
+    missing, unsafe = check_dependencies(path, secure, dependencies)
+    return missing + [name for name, _, _ in unsafe]

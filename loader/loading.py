@@ -150,12 +150,11 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
     file is first loaded in a child process (isolated probing) and skipped if that goes wrong."""
     # Everything that can be decided from the file alone, before any of its code runs.
     reason, detail, needed = _core.inspect_elf_file(entry.canonical)
-    if reason is None and needed is not None and needed[0]:
-        missing = dependencies.missing_dependencies(entry.canonical, paths.is_secure_execution(),
-                                                    needed)
-        if missing:
-            reason = Reason.MISSING_DEPENDENCY
-            detail = f"needs {', '.join(missing)}, which the dynamic linker cannot find"
+    if reason is None and needed is not None and (needed[0] or needed[3]):
+        problem = dependencies.dependency_problem(entry.canonical, paths.is_secure_execution(),
+                                                  needed)
+        if problem is not None:
+            reason, detail = Reason.MISSING_DEPENDENCY, problem
     if reason is None and probe_timeout is not None:
         reason, detail = isolation.probe(entry.canonical, probe_timeout) or (None, "")
     if reason is not None:
