@@ -62,19 +62,20 @@ cdef extern from *:
 
     #if defined(__x86_64__) && !defined(__ILP32__)
     /* The relocation types a shared object for x86-64 uses; glibc trusts what the others imply. */
-    static int dbk_reloc_type_ok(uint32_t t)
+    static int dbk_reloc_type_ok(uint32_t t, int text_relocations)
     {
-        return t == R_X86_64_NONE || t == R_X86_64_64 || t == R_X86_64_PC32 || t == R_X86_64_GLOB_DAT
+        if (t == R_X86_64_PC32 || t == R_X86_64_32 || t == R_X86_64_PC64)
+            return text_relocations;  /* only position-dependent code needs them */
+        return t == R_X86_64_NONE || t == R_X86_64_64 || t == R_X86_64_GLOB_DAT
             || t == R_X86_64_JUMP_SLOT || t == R_X86_64_RELATIVE || t == R_X86_64_DTPMOD64
             || t == R_X86_64_DTPOFF64 || t == R_X86_64_TPOFF64 || t == R_X86_64_IRELATIVE
-            || t == R_X86_64_TLSDESC || t == R_X86_64_32 || t == R_X86_64_PC64
-            || t == R_X86_64_RELATIVE64;
+            || t == R_X86_64_TLSDESC || t == R_X86_64_RELATIVE64;
     }
     #define DBK_RELATIVE R_X86_64_RELATIVE
     #define DBK_IRELATIVE R_X86_64_IRELATIVE
     #define DBK_HAS_RELOC_TYPES 1
     #else
-    static int dbk_reloc_type_ok(uint32_t t) { (void)t; return 1; }
+    static int dbk_reloc_type_ok(uint32_t t, int text_relocations) { (void)t; (void)text_relocations; return 1; }
     #define DBK_HAS_RELOC_TYPES 0
     #endif
 
@@ -206,7 +207,7 @@ cdef extern from *:
     /* File offset of a table of ``size`` bytes at ``vaddr``; -1 when no PT_LOAD maps it from the file. */
     static int dbk_table_offset(const dbk_elf *e, uint64_t vaddr, uint64_t size, uint64_t *offset)
     {
-        const dbk_Phdr *p = dbk_segment(e, vaddr, size, 0, 0);
+        const dbk_Phdr *p = dbk_segment(e, vaddr, size, 0, PF_R);
         if (p == NULL)
             return -1;
         *offset = p->p_offset + (vaddr - p->p_vaddr);
@@ -224,7 +225,7 @@ cdef extern from *:
     /* Bytes a table may span from vaddr to the end of its segment's file part (0 if unmapped). */
     static uint64_t dbk_room(const dbk_elf *e, uint64_t vaddr)
     {
-        const dbk_Phdr *p = dbk_segment(e, vaddr, 1, 0, 0);
+        const dbk_Phdr *p = dbk_segment(e, vaddr, 1, 0, PF_R);
         return p == NULL ? 0 : p->p_filesz - (vaddr - p->p_vaddr);
     }
 
@@ -279,6 +280,8 @@ cdef extern from *:
                 continue;
             if (p->p_memsz < p->p_filesz)
                 return dbk_fail(e, "a PT_LOAD segment's p_memsz is smaller than its p_filesz");
+            if ((p->p_flags & PF_X) && p->p_memsz != p->p_filesz)
+                return dbk_fail(e, "an executable PT_LOAD segment's p_memsz differs from its p_filesz (code would be zero-filled)");
             if (p->p_vaddr + p->p_memsz < p->p_vaddr)
                 return dbk_fail(e, "a PT_LOAD segment's p_vaddr + p_memsz wraps around");
             if (!dbk_is_power_of_two_or_zero(p->p_align))
@@ -301,8 +304,8 @@ cdef extern from *:
             case PT_DYNAMIC:
                 if (p->p_filesz < sizeof(dbk_Dyn) || p->p_filesz > DBK_MAX_DYNAMIC_BYTES)
                     return dbk_fail(e, "PT_DYNAMIC's p_filesz is below one entry or above 64 KiB");
-                if (dbk_segment(e, p->p_vaddr, p->p_filesz, 0, 0) == NULL)
-                    return dbk_fail(e, "PT_DYNAMIC lies outside the file part of every PT_LOAD segment");
+                if (dbk_segment(e, p->p_vaddr, p->p_filesz, 0, PF_R) == NULL)
+                    return dbk_fail(e, "PT_DYNAMIC lies outside the file part of every readable PT_LOAD segment");
                 break;
             case PT_GNU_RELRO:
                 /* It may run on over the page-rounded end of one segment into the next. */
@@ -323,8 +326,9 @@ cdef extern from *:
                 break;
             case PT_NOTE:
             case PT_GNU_PROPERTY:
-                if (p->p_filesz > 0 && dbk_segment(e, p->p_vaddr, p->p_filesz, 0, 0) == NULL)
-                    return dbk_fail(e, "PT_NOTE or PT_GNU_PROPERTY lies outside every PT_LOAD segment");
+            case PT_GNU_EH_FRAME:
+                if (p->p_filesz > 0 && dbk_segment(e, p->p_vaddr, p->p_filesz, 0, PF_R) == NULL)
+                    return dbk_fail(e, "PT_NOTE, PT_GNU_PROPERTY or PT_GNU_EH_FRAME lies outside every readable PT_LOAD segment");
                 break;
             }
         }
@@ -364,7 +368,7 @@ cdef extern from *:
     typedef struct {
         uint64_t value[DT_NUM];
         unsigned char present[DT_NUM];
-        uint64_t gnu_hash, versym, verdef, verdefnum, verneed, verneednum, flags_1;
+        uint64_t gnu_hash, versym, verdef, verdefnum, verneed, verneednum, flags_1, relcount;
         unsigned char has_gnu_hash, has_versym, has_verdef, has_verneed, has_soname;
         uint64_t soname;
     } dbk_dynamic;
@@ -422,6 +426,8 @@ cdef extern from *:
                 d->verneednum = value;
             } else if (dyn.d_tag == DT_FLAGS_1) {
                 d->flags_1 = value;
+            } else if (dyn.d_tag == DT_RELACOUNT || dyn.d_tag == DT_RELCOUNT) {
+                d->relcount = value;
             }
         }
         if (!ended)
@@ -628,6 +634,7 @@ cdef extern from *:
         uint64_t init_array, init_slots, fini_array, fini_slots;
         unsigned char covered[2][DBK_MAX_ARRAY_SLOTS];
         uint64_t image_start, image_end;
+        uint64_t relative_count;    /* DT_RELACOUNT / DT_RELCOUNT */
         uint64_t symbol_capacity;   /* symbols DT_SYMTAB's segment holds from the file */
         uint64_t max_symbol;
         int text_relocations;
@@ -635,7 +642,7 @@ cdef extern from *:
 
     static int dbk_check_relocations(dbk_elf *e, dbk_relocation_context *c, uint64_t vaddr,
                                      uint64_t size, uint64_t entry_size, int with_addend,
-                                     const char *name)
+                                     const char *name, int counted)
     {
         const unsigned char *bytes;
         uint64_t i, n;
@@ -647,6 +654,8 @@ cdef extern from *:
         if (bytes == NULL)
             return dbk_fail(e, name);
         n = size / entry_size;
+        if (counted && c->relative_count > n)
+            return dbk_fail(e, "DT_RELACOUNT or DT_RELCOUNT exceeds the number of relocations");
         for (i = 0; i < n; i++) {
             dbk_Rela r;
             uint64_t symbol;
@@ -662,8 +671,12 @@ cdef extern from *:
             }
             symbol = DBK_R_SYM(r.r_info);
             type = DBK_R_TYPE(r.r_info);
-            if (!dbk_reloc_type_ok(type))
+            if (!dbk_reloc_type_ok(type, c->text_relocations))
                 return dbk_fail(e, "a relocation has a type the dynamic linker does not handle in a shared object");
+#if DBK_HAS_RELOC_TYPES
+            if (counted && i < c->relative_count && type != DBK_RELATIVE)
+                return dbk_fail(e, "DT_RELACOUNT counts a relocation that is not relative");
+#endif
             if (type != 0 && dbk_segment(e, r.r_offset, sizeof(ElfW(Addr)), 1,
                                          c->text_relocations ? 0 : PF_W) == NULL)
                 return dbk_fail(e, "a relocation's r_offset lies outside every writable PT_LOAD segment");
@@ -779,6 +792,8 @@ cdef extern from *:
                 if (v > 1 && (v > highest || !defined[v]))
                     return dbk_fail(e, "a DT_VERSYM entry names a version no DT_VERNEED or DT_VERDEF record defines");
             }
+            if (s.st_shndx == SHN_UNDEF && i > 0 && (s.st_other & 3) != STV_DEFAULT)
+                return dbk_fail(e, "an undefined symbol has non-default visibility");
             if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE
                     || DBK_ST_TYPE(s.st_info) == STT_TLS)
                 continue;
@@ -849,6 +864,24 @@ cdef extern from *:
         dbk_prefetch(e, &d);
         if (dbk_check_strings(e, &d) != 0 || dbk_check_hashes(e, &d, &n_symbols) != 0)
             return -1;
+        {
+            static const int pairs[][2] = {{DT_PLTRELSZ, DT_JMPREL}, {DT_PLTREL, DT_JMPREL},
+                {DT_RELASZ, DT_RELA}, {DT_RELAENT, DT_RELA}, {DT_RELSZ, DT_REL}, {DT_RELENT, DT_REL},
+                {DT_INIT_ARRAYSZ, DT_INIT_ARRAY}, {DT_FINI_ARRAYSZ, DT_FINI_ARRAY},
+                {DT_RELRSZ, DT_RELR}, {DT_RELRENT, DT_RELR}, {DT_SYMENT, DT_SYMTAB}};
+            static const char *const problems[] = {"DT_PLTRELSZ without DT_JMPREL", "DT_PLTREL without DT_JMPREL",
+                "DT_RELASZ without DT_RELA", "DT_RELAENT without DT_RELA", "DT_RELSZ without DT_REL",
+                "DT_RELENT without DT_REL", "DT_INIT_ARRAYSZ without DT_INIT_ARRAY",
+                "DT_FINI_ARRAYSZ without DT_FINI_ARRAY", "DT_RELRSZ without DT_RELR",
+                "DT_RELRENT without DT_RELR", "DT_SYMENT without DT_SYMTAB"};
+            for (i = 0; i < (int)(sizeof(pairs) / sizeof(pairs[0])); i++)
+                if (DBK_HAS(&d, pairs[i][0]) && !DBK_HAS(&d, pairs[i][1]))
+                    return dbk_fail(e, problems[i]);
+        }
+        if ((d.has_verneed || d.has_verdef) && !d.has_versym)
+            return dbk_fail(e, "DT_VERNEED or DT_VERDEF without DT_VERSYM");
+        if (d.relcount > 0 && !DBK_HAS(&d, DBK_PLTREL == DT_RELA ? DT_RELA : DT_REL))
+            return dbk_fail(e, "DT_RELACOUNT or DT_RELCOUNT without its relocation table");
         if (DBK_HAS(&d, DT_SYMENT) && DBK_VAL(&d, DT_SYMENT) != sizeof(dbk_Sym))
             return dbk_fail(e, "DT_SYMENT is not the size of a symbol");
         if (DBK_HAS(&d, DT_PLTREL) && DBK_VAL(&d, DT_PLTREL) != DBK_PLTREL)
@@ -897,20 +930,23 @@ cdef extern from *:
         }
         c->image_start = e->phdrs[e->loads[0]].p_vaddr;
         c->image_end = e->phdrs[e->loads[e->n_loads - 1]].p_vaddr + e->phdrs[e->loads[e->n_loads - 1]].p_memsz;
+        c->relative_count = d.relcount;
         c->symbol_capacity = DBK_HAS(&d, DT_SYMTAB) ? dbk_room(e, DBK_VAL(&d, DT_SYMTAB)) / sizeof(dbk_Sym) : 0;
         c->text_relocations = DBK_HAS(&d, DT_TEXTREL)
                               || (DBK_HAS(&d, DT_FLAGS) && (DBK_VAL(&d, DT_FLAGS) & DF_TEXTREL));
         if (dbk_check_versions(e, &d, defined, &highest) != 0)
             goto done;
         if (DBK_HAS(&d, DT_RELA) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_RELA), DBK_VAL(&d, DT_RELASZ),
-                sizeof(dbk_Rela), 1, "DT_RELA + DT_RELASZ lies outside the file or is not whole relocations") != 0)
+                sizeof(dbk_Rela), 1, "DT_RELA + DT_RELASZ lies outside the file or is not whole relocations",
+                DBK_PLTREL == DT_RELA) != 0)
             goto done;
         if (DBK_HAS(&d, DT_REL) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_REL), DBK_VAL(&d, DT_RELSZ),
-                sizeof(dbk_Rel), 0, "DT_REL + DT_RELSZ lies outside the file or is not whole relocations") != 0)
+                sizeof(dbk_Rel), 0, "DT_REL + DT_RELSZ lies outside the file or is not whole relocations",
+                DBK_PLTREL == DT_REL) != 0)
             goto done;
         if (DBK_HAS(&d, DT_JMPREL) && dbk_check_relocations(e, c, DBK_VAL(&d, DT_JMPREL), DBK_VAL(&d, DT_PLTRELSZ),
                 DBK_PLTREL == DT_RELA ? sizeof(dbk_Rela) : sizeof(dbk_Rel), DBK_PLTREL == DT_RELA,
-                "DT_JMPREL + DT_PLTRELSZ lies outside the file or is not whole relocations") != 0)
+                "DT_JMPREL + DT_PLTRELSZ lies outside the file or is not whole relocations", 0) != 0)
             goto done;
         if (DBK_HAS(&d, DT_RELR) && dbk_check_relr(e, c, DBK_VAL(&d, DT_RELR), DBK_VAL(&d, DT_RELRSZ)) != 0)
             goto done;
