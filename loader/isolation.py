@@ -2,12 +2,18 @@
 that crashes, hangs or exits while loading is skipped (``probe-crashed``, ``probe-timeout``)
 instead of taking the host process down. The child runs ``dynamic-backend-probe`` (probe.c),
 a small C program: no Python in it, so it starts in about a millisecond.
+
+Only a file the probe loaded and unloaded cleanly reaches the host. When the dynamic linker
+refused it in the probe, the host reports the linker's message (classified as the host's own
+dlopen failure would be) and never loads it: the probe is not the host process (it lacks the
+host's exported symbols and preloads), so what failed there could succeed, or crash, here.
 """
 import os
 import signal
 import subprocess
 from typing import Optional, Tuple
 
+from loader import _core
 from loader.reasons import Reason
 
 PROBE_PROGRAM = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamic-backend-probe")
@@ -47,6 +53,9 @@ def probe(path: str, timeout: float = DEFAULT_TIMEOUT) -> Optional[Tuple[Reason,
     if child.returncode != 0 or "done" not in lines:
         return Reason.PROBE_CRASHED, (f"the probe exited with status {child.returncode} "
                                       f"(stage {_last_stage(output)})")
+    refused = [line[len("refused "):] for line in lines if line.startswith("refused ")]
+    if refused:
+        return _core.classify_dlopen_error(path, refused[0])
     return None
 
 

@@ -8,10 +8,13 @@
  *
  *     stage load | stage entry-points | stage factory | stage unload | done
  *
- * A line "refused <message>" means the dynamic linker or a missing entry point stopped it
- * early: not dangerous, the host's own load reports the precise reason. The host judges the
- * probe by how it ended: "done" and exit status 0 is a pass; a signal, another exit or silence
- * past its deadline is not.
+ * A line "refused <message>" means the dynamic linker refused the file, with its message: the
+ * host then reports that and never loads the file itself, because this program is not the host
+ * (it lacks the host's exported symbols and preloads), so a load that failed here proves nothing
+ * about a load there. A line "missing-entry-points" means the library loaded and unloaded
+ * cleanly but lacks an entry point: the host's own load reports which. The host judges the probe
+ * by how it ended: "done" and exit status 0 is a pass; a signal, another exit or silence past
+ * its deadline is not.
  */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -42,7 +45,12 @@ int main(int argc, char **argv)
     handle = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
     if (handle == NULL) {
         const char *error = dlerror();
-        printf("refused %s\ndone\n", error ? error : "dlopen failed");
+        /* One line: the message itself never contains a newline that matters. */
+        printf("refused ");
+        for (const char *c = error ? error : "dlopen failed"; *c; c++)
+            putchar(*c == '\n' ? ' ' : *c);
+        printf("\ndone\n");
+        fflush(stdout);
         return 0;
     }
     stage("entry-points");
@@ -50,7 +58,11 @@ int main(int argc, char **argv)
     get_version = (GetVersionFunction)dlsym(handle, "GetVersion");
     factory = (BackendFactoryFunction)dlsym(handle, "BackendFactory");
     if (get_id == NULL || get_version == NULL || factory == NULL) {
-        printf("refused missing entry points\ndone\n");
+        printf("missing-entry-points\n");
+        stage("unload");
+        dlclose(handle);
+        printf("done\n");
+        fflush(stdout);
         return 0;
     }
     (void)get_id();
