@@ -20,7 +20,6 @@
 # values inside the segments, functions in executable code).
 # ---------------------------------------------------------------------------------------------
 
-from libc.stdlib cimport calloc
 
 cdef extern from *:
     """
@@ -88,7 +87,7 @@ cdef extern from *:
         DBK_MAX_VERSION_RECORDS = 1 << 16,
         DBK_MAX_ARRAY_SLOTS = 4096,           /* init and fini functions */
         DBK_MAX_BUFFERS = 256,
-        DBK_WINDOW_BYTES = 4096,              /* a read for a small record brings its neighbours */
+        DBK_WINDOW_BYTES = 512,               /* a read for a small record brings its neighbours */
         DBK_SPAN_BYTES = 1 << 20,             /* tables closer than this are read in one go */
     };
 
@@ -101,8 +100,6 @@ cdef extern from *:
         const char *strtab;
         uint64_t strsz;
         uint32_t n_needed, n_filters;
-        uint64_t needed[DBK_MAX_NEEDED];
-        uint64_t filters[DBK_MAX_FILTERS];
         int64_t rpath, runpath;               /* -1: none */
         /* Private. */
         int fd;
@@ -111,14 +108,22 @@ cdef extern from *:
         uint64_t page_bytes;
         unsigned char *span;
         uint64_t span_offset, span_bytes;
+        int n_buffers, n_phdrs, n_loads;
+        /* Arrays last, used up to their counts: dbk_elf_init clears only what is above. */
+        uint64_t needed[DBK_MAX_NEEDED];
+        uint64_t filters[DBK_MAX_FILTERS];
         unsigned char *buffers[DBK_MAX_BUFFERS];
         uint64_t buffer_offset[DBK_MAX_BUFFERS], buffer_bytes[DBK_MAX_BUFFERS];
-        int n_buffers;
         dbk_Phdr phdrs[DBK_MAX_PROGRAM_HEADERS];
-        int n_phdrs;
         int loads[DBK_MAX_PROGRAM_HEADERS];   /* indexes of PT_LOAD headers, ascending */
-        int n_loads;
     } dbk_elf;
+
+    static void dbk_elf_init(dbk_elf *e)
+    {
+        memset(e, 0, offsetof(dbk_elf, needed));
+        e->fd = -1;
+        e->rpath = e->runpath = -1;
+    }
 
     static void dbk_elf_free(dbk_elf *e)
     {
@@ -516,7 +521,9 @@ cdef extern from *:
         if (d->has_gnu_hash) {
             const unsigned char *bytes = dbk_table(e, d->gnu_hash, 16);
             uint32_t header[4], i, previous = 0, last = 0;
-            uint64_t buckets_at, size, room, chains;
+            uint64_t buckets_at, size, room, chains, bulk = 0;
+            uint32_t highest_start = 0;
+            const unsigned char *chain_bytes = NULL;
             if (bytes == NULL)
                 return dbk_fail(e, "DT_GNU_HASH lies outside the file part of every PT_LOAD segment");
             memcpy(header, bytes, 16);  /* nbuckets, symoffset, bloom words, bloom shift */
@@ -529,7 +536,19 @@ cdef extern from *:
             room = dbk_room(e, d->gnu_hash) - size;  /* bytes left for the chains */
             chains = room / 4;
             /* Buckets name where each chain starts; chains are consecutive, in bucket order, and
-             * each ends with an odd hash. Chain words are read as they are walked. */
+             * each ends with an odd hash. The chains up to the last start are read at once, the
+             * last one word by word. */
+            for (i = 0; i < header[0]; i++) {
+                uint32_t start;
+                memcpy(&start, bytes + buckets_at + (uint64_t)i * 4, 4);
+                if (start > highest_start)
+                    highest_start = start;
+            }
+            if (highest_start >= header[1]) {
+                bulk = (uint64_t)highest_start - header[1] + 1;
+                if (bulk > chains || (chain_bytes = dbk_table(e, d->gnu_hash + size, bulk * 4)) == NULL)
+                    return dbk_fail(e, "a DT_GNU_HASH chain runs past its segment");
+            }
             for (i = 0; i < header[0]; i++) {
                 uint32_t start;
                 uint64_t k;
@@ -541,8 +560,10 @@ cdef extern from *:
                 for (k = start;; k++) {
                     uint32_t hash;
                     const unsigned char *word;
-                    if (k - header[1] >= chains
-                            || (word = dbk_table(e, d->gnu_hash + size + (k - header[1]) * 4, 4)) == NULL)
+                    if (k - header[1] < bulk)
+                        word = chain_bytes + (k - header[1]) * 4;
+                    else if (k - header[1] >= chains
+                             || (word = dbk_table(e, d->gnu_hash + size + (k - header[1]) * 4, 4)) == NULL)
                         return dbk_fail(e, "a DT_GNU_HASH chain runs past its segment");
                     memcpy(&hash, word, 4);
                     if (hash & 1)
@@ -558,13 +579,17 @@ cdef extern from *:
     }
 
     /* Version records: chains that end, names inside the string table, files among DT_NEEDED. */
-    static int dbk_check_versions(dbk_elf *e, const dbk_dynamic *d, unsigned char *defined,
+    #define DBK_SET(bits, i) ((bits)[(i) >> 6] |= (uint64_t)1 << ((i) & 63))
+    #define DBK_ISSET(bits, i) (((bits)[(i) >> 6] >> ((i) & 63)) & 1)
+
+    static int dbk_check_versions(dbk_elf *e, const dbk_dynamic *d, uint64_t *defined,
                                   uint32_t *highest)
     {
         uint32_t steps = 0;
         *highest = 0;
         if (d->has_verneed) {
             uint64_t at = d->verneed;
+            uint32_t files = 0;
             for (;;) {
                 const unsigned char *bytes = dbk_table(e, at, sizeof(dbk_Verneed));
                 dbk_Verneed need;
@@ -579,6 +604,8 @@ cdef extern from *:
                     found = strcmp(e->strtab + need.vn_file, e->strtab + e->needed[i]) == 0;
                 if (!found)
                     return dbk_fail(e, "a DT_VERNEED record names a file that is not a DT_NEEDED entry");
+                if (++files > e->n_needed)
+                    return dbk_fail(e, "more DT_VERNEED records than DT_NEEDED entries");
                 aux_at = at + need.vn_aux;
                 for (i = 0; need.vn_aux != 0; i++) {
                     dbk_Vernaux aux;
@@ -588,7 +615,7 @@ cdef extern from *:
                     memcpy(&aux, bytes, sizeof(aux));
                     if (aux.vna_name >= e->strsz)
                         return dbk_fail(e, "a DT_VERNEED version name lies outside the string table");
-                    defined[aux.vna_other & 0x7fff] = 1;
+                    DBK_SET(defined, aux.vna_other & 0x7fff);
                     if ((aux.vna_other & 0x7fff) > *highest)
                         *highest = aux.vna_other & 0x7fff;
                     if (aux.vna_next == 0)
@@ -617,7 +644,7 @@ cdef extern from *:
                 memcpy(&aux, bytes, sizeof(aux));
                 if (aux.vda_name >= e->strsz)
                     return dbk_fail(e, "a DT_VERDEF version name lies outside the string table");
-                defined[def.vd_ndx & 0x7fff] = 1;
+                DBK_SET(defined, def.vd_ndx & 0x7fff);
                 if ((def.vd_ndx & 0x7fff) > *highest)
                     *highest = def.vd_ndx & 0x7fff;
                 if (def.vd_next == 0)
@@ -632,7 +659,7 @@ cdef extern from *:
 
     typedef struct {
         uint64_t init_array, init_slots, fini_array, fini_slots;
-        unsigned char covered[2][DBK_MAX_ARRAY_SLOTS];
+        unsigned char *covered[2];  /* per init and fini slot: a relocation fills it */
         uint64_t image_start, image_end;
         uint64_t relative_count;    /* DT_RELACOUNT / DT_RELCOUNT */
         uint64_t symbol_capacity;   /* symbols DT_SYMTAB's segment holds from the file */
@@ -763,7 +790,7 @@ cdef extern from *:
     }
 
     static int dbk_check_symbols(dbk_elf *e, const dbk_dynamic *d, uint64_t n_symbols,
-                                 const unsigned char *defined, uint32_t highest)
+                                 const uint64_t *defined, uint32_t highest)
     {
         const unsigned char *bytes, *versions = NULL;
         uint64_t i;
@@ -789,7 +816,7 @@ cdef extern from *:
                 uint16_t v;
                 memcpy(&v, versions + i * 2, 2);
                 v &= 0x7fff;
-                if (v > 1 && (v > highest || !defined[v]))
+                if (v > 1 && (v > highest || !DBK_ISSET(defined, v)))
                     return dbk_fail(e, "a DT_VERSYM entry names a version no DT_VERNEED or DT_VERDEF record defines");
             }
             if (s.st_shndx == SHN_UNDEF && i > 0 && (s.st_other & 3) != STV_DEFAULT)
@@ -807,36 +834,36 @@ cdef extern from *:
         return 0;
     }
 
-    /* Read the tables the dynamic section names in one go when they are close together. */
+    /* Read the tables the dynamic section names in one go when they lie close together past the
+     * first page (which holds them all in a small library). A table of unknown size counts with
+     * its first bytes; the rest of it, if any, is read when it is checked. */
     static void dbk_prefetch(dbk_elf *e, const dbk_dynamic *d)
     {
-        uint64_t low = UINT64_MAX, high = 0, offset;
-        const uint64_t tags[] = {DT_STRTAB, DT_SYMTAB, DT_HASH, DT_RELA, DT_REL, DT_JMPREL};
-        uint64_t addresses[10];
+        uint64_t low = UINT64_MAX, high = 0, offset, end;
+        const int tags[] = {DT_STRTAB, DT_RELA, DT_REL, DT_JMPREL, DT_RELR, DT_SYMTAB, DT_HASH};
+        const int sizes[] = {DT_STRSZ, DT_RELASZ, DT_RELSZ, DT_PLTRELSZ, DT_RELRSZ, -1, -1};
+        uint64_t starts[11], lengths[11];
         int i, n = 0;
-        for (i = 0; i < 6; i++)
-            if (DBK_HAS(d, tags[i]))
-                addresses[n++] = DBK_VAL(d, tags[i]);
-        if (d->has_gnu_hash) addresses[n++] = d->gnu_hash;
-        if (d->has_versym) addresses[n++] = d->versym;
-        if (d->has_verneed) addresses[n++] = d->verneed;
-        if (d->has_verdef) addresses[n++] = d->verdef;
+        for (i = 0; i < 7; i++)
+            if (DBK_HAS(d, tags[i])) {
+                starts[n] = DBK_VAL(d, tags[i]);
+                lengths[n++] = sizes[i] >= 0 && DBK_HAS(d, sizes[i]) ? DBK_VAL(d, sizes[i]) : 64;
+            }
+        if (d->has_gnu_hash) { starts[n] = d->gnu_hash; lengths[n++] = 64; }
+        if (d->has_versym) { starts[n] = d->versym; lengths[n++] = 64; }
+        if (d->has_verneed) { starts[n] = d->verneed; lengths[n++] = 64; }
+        if (d->has_verdef) { starts[n] = d->verdef; lengths[n++] = 64; }
         for (i = 0; i < n; i++) {
-            if (dbk_table_offset(e, addresses[i], 1, &offset) != 0)
+            if (lengths[i] > DBK_SPAN_BYTES || dbk_table_offset(e, starts[i], lengths[i], &offset) != 0)
+                continue;
+            end = offset + lengths[i];
+            if (end <= e->page_bytes)
                 continue;
             if (offset < low) low = offset;
-            if (offset > high) high = offset;
+            if (end > high) high = end;
         }
-        if (n == 0 || low > high)
+        if (high == 0 || high - low > DBK_SPAN_BYTES)
             return;
-        /* Up to the end of the furthest table's start, plus the largest sized tables after it. */
-        high += 4096;
-        if (high > e->file_size)
-            high = e->file_size;
-        if (high <= e->page_bytes || high - low > DBK_SPAN_BYTES)
-            return;
-        if (low < e->page_bytes)
-            low = 0;
         e->span = malloc(high - low);
         if (e->span == NULL)
             return;
@@ -854,7 +881,7 @@ cdef extern from *:
     {
         dbk_dynamic d;
         dbk_relocation_context *c;
-        unsigned char *defined;
+        uint64_t defined[0x8000 / 64];  /* version indexes the version records define */
         uint64_t n_symbols;
         uint32_t highest;
         int i, k, result = -1;
@@ -901,9 +928,9 @@ cdef extern from *:
             return dbk_fail(e, "DT_INIT lies outside every executable segment");
         if (DBK_HAS(&d, DT_FINI) && dbk_segment(e, DBK_VAL(&d, DT_FINI), 1, 1, PF_X) == NULL)
             return dbk_fail(e, "DT_FINI lies outside every executable segment");
+        memset(defined, 0, sizeof(defined));
         c = calloc(1, sizeof(*c));
-        defined = calloc(0x8000, 1);
-        if (c == NULL || defined == NULL) {
+        if (c == NULL) {
             e->problem = "out of memory";
             goto done;
         }
@@ -926,6 +953,10 @@ cdef extern from *:
             } else {
                 c->init_array = DBK_VAL(&d, array_tag);
                 c->init_slots = size / sizeof(ElfW(Addr));
+            }
+            if (size > 0 && (c->covered[k] = calloc(size / sizeof(ElfW(Addr)), 1)) == NULL) {
+                e->problem = "out of memory";
+                goto done;
             }
         }
         c->image_start = e->phdrs[e->loads[0]].p_vaddr;
@@ -964,8 +995,11 @@ cdef extern from *:
             goto done;
         result = 0;
     done:
+        if (c != NULL) {
+            free(c->covered[0]);
+            free(c->covered[1]);
+        }
         free(c);
-        free(defined);
         return result;
     }
     """
@@ -990,6 +1024,7 @@ cdef extern from *:
         uint64_t page_bytes
 
     int dbk_check_structure(dbk_elf *e, const dbk_Ehdr *h, long page_size) nogil
+    void dbk_elf_init(dbk_elf *e) nogil
     void dbk_elf_free(dbk_elf *e) nogil
 
 
@@ -1022,8 +1057,8 @@ cdef enum:
 
 
 cdef int _check_elf(const char *path, dbk_elf *e, uint64_t *page, uint64_t *detail) noexcept nogil:
-    """Check the ELF header, then the structures the dynamic linker will trust. ``e`` must be
-    zeroed; ``page`` holds FIRST_PAGE_WORDS words. On return ``e.fd`` is the open file (or -1)
+    """Check the ELF header, then the structures the dynamic linker will trust. ``e`` must have
+    been through dbk_elf_init; ``page`` holds FIRST_PAGE_WORDS words. On return ``e.fd`` is the open file (or -1)
     for the caller to close, with dbk_elf_free."""
     cdef struct_stat st
     cdef dbk_Ehdr header
@@ -1104,12 +1139,11 @@ cdef tuple _check_elf_file(bytes path):
     """(reason, detail) when the file cannot be a shared object for this process, else None."""
     cdef uint64_t detail = 0
     cdef uint64_t page[FIRST_PAGE_WORDS]
-    cdef dbk_elf *e = <dbk_elf *>calloc(1, sizeof(dbk_elf))
+    cdef dbk_elf elf
+    cdef dbk_elf *e = &elf
     cdef int verdict
     cdef const char *c_path = path
-    if e == NULL:
-        raise MemoryError()
-    e.fd = -1
+    dbk_elf_init(e)
     try:
         with nogil:
             verdict = _check_elf(c_path, e, page, &detail)
@@ -1122,7 +1156,6 @@ cdef void _release(dbk_elf *e) noexcept nogil:
     if e.fd >= 0:
         c_close(e.fd)
     dbk_elf_free(e)
-    free(e)
 
 
 cdef tuple _elf_verdict(int verdict, uint64_t detail, const dbk_elf *e):
@@ -1178,10 +1211,13 @@ def classify_dlopen_error(str path, str message):
 cdef object _dynamic_dependencies(const dbk_elf *e):
     """``(needed, rpath, runpath, filters)`` of a checked file: its DT_NEEDED names in order, its
     DT_RPATH and DT_RUNPATH (None when absent) and its DT_AUXILIARY and DT_FILTER names, all
-    taken from its string table (every offset already checked to lie inside it)."""
+    taken from its string table (every offset already checked to lie inside it), each name the
+    dynamic linker has already loaded left out."""
     cdef uint32_t i
-    needed = [os.fsdecode(<bytes>(e.strtab + e.needed[i])) for i in range(e.n_needed)]
-    filters = [os.fsdecode(<bytes>(e.strtab + e.filters[i])) for i in range(e.n_filters)]
+    needed = [name for name in [os.fsdecode(<bytes>(e.strtab + e.needed[i])) for i in range(e.n_needed)]
+              if not is_library_loaded(name)]
+    filters = [name for name in [os.fsdecode(<bytes>(e.strtab + e.filters[i])) for i in range(e.n_filters)]
+               if not is_library_loaded(name)]
     rpath = os.fsdecode(<bytes>(e.strtab + e.rpath)) if e.rpath >= 0 else None
     runpath = os.fsdecode(<bytes>(e.strtab + e.runpath)) if e.runpath >= 0 else None
     return needed, rpath, runpath, filters
@@ -1190,16 +1226,16 @@ cdef object _dynamic_dependencies(const dbk_elf *e):
 def inspect_elf_file(str path):
     """The pre-dlopen look at a file: ``(reason, detail, dependencies)``. ``reason`` and
     ``detail`` as check_elf_file gives them; ``dependencies`` is, for a file that passed,
-    ``(needed, rpath, runpath, filters)`` as read from its dynamic section, else None."""
+    ``(needed, rpath, runpath, filters)`` as read from its dynamic section (without the names
+    already loaded), else None."""
     cdef bytes encoded = os.fsencode(path)
     cdef const char *c_path = encoded
     cdef uint64_t detail = 0
     cdef uint64_t page[FIRST_PAGE_WORDS]
-    cdef dbk_elf *e = <dbk_elf *>calloc(1, sizeof(dbk_elf))
+    cdef dbk_elf elf
+    cdef dbk_elf *e = &elf
     cdef int verdict
-    if e == NULL:
-        raise MemoryError()
-    e.fd = -1
+    dbk_elf_init(e)
     try:
         with nogil:
             verdict = _check_elf(c_path, e, page, &detail)
