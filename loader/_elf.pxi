@@ -1330,28 +1330,32 @@ cdef extern from "<string.h>" nogil:
     int strncmp(const char *a, const char *b, size_t n)
 
 
-cdef set _startup_names = None          # loaded before the first question: never unloaded
 cdef set _later_names = set()
 cdef dbk_counts _later_counts
+
+
+cdef set _loaded_names():
+    cdef set names = set()
+    dl_iterate_phdr(_collect_names, <void *>names)
+    return names
+
+
+# Objects loaded before this module: the program's own libraries and Python's extension modules,
+# which are never unloaded. Those loaded later (backends and what they need) may be, so their
+# names are re-read whenever the link map has changed.
+dl_iterate_phdr(dbk_counts_callback, &_later_counts)
+cdef set _startup_names = _loaded_names()
 
 
 def is_library_loaded(str name):
     """Whether the dynamic linker would match DT_NEEDED ``name`` with an object it has already
     loaded (by path or soname), so that it would open nothing for it."""
-    global _startup_names, _later_names, _later_counts
+    global _later_names, _later_counts
     cdef dbk_counts counts
-    cdef set names
-    if _startup_names is None:
-        names = set()
-        dl_iterate_phdr(dbk_counts_callback, &_later_counts)
-        dl_iterate_phdr(_collect_names, <void *>names)
-        _startup_names = names
     if name in _startup_names:
         return True
     dl_iterate_phdr(dbk_counts_callback, &counts)
     if counts.adds != _later_counts.adds or counts.subs != _later_counts.subs:
-        names = set()
-        dl_iterate_phdr(_collect_names, <void *>names)
-        _later_names = names - _startup_names
+        _later_names = _loaded_names() - _startup_names
         _later_counts = counts
     return name in _later_names

@@ -126,6 +126,20 @@ def test_libraries_already_loaded_are_recognised_by_soname_and_path():
     assert not loader._core.is_library_loaded("libdbk_never_built.so.7")
 
 
+@needs_cc
+def test_a_library_loaded_then_unloaded_counts_as_loaded_only_meanwhile(tmp_path):
+    import _ctypes
+    import ctypes
+    _cc(tmp_path, "libdbk_passing.so", "int passing(void) { return 1; }\n",
+        "-Wl,-soname,libdbk_passing.so.3")
+    assert not loader._core.is_library_loaded("libdbk_passing.so.3")
+    library = ctypes.CDLL(str(tmp_path / "libdbk_passing.so"), mode=os.RTLD_LOCAL)
+    assert loader._core.is_library_loaded("libdbk_passing.so.3")  # by soname
+    assert loader._core.is_library_loaded(str(tmp_path / "libdbk_passing.so"))  # by path
+    _ctypes.dlclose(library._handle)
+    assert not loader._core.is_library_loaded("libdbk_passing.so.3")
+
+
 # -- 2. arithmetic on offsets, sizes and counts from the file ------------------------------------
 
 def _reference():
