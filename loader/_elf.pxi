@@ -373,9 +373,8 @@ cdef extern from *:
     typedef struct {
         uint64_t value[DT_NUM];
         unsigned char present[DT_NUM];
-        uint64_t gnu_hash, versym, verdef, verdefnum, verneed, verneednum, flags_1, relcount;
-        unsigned char has_gnu_hash, has_versym, has_verdef, has_verneed, has_soname;
-        uint64_t soname;
+        uint64_t gnu_hash, versym, verdef, verneed, relcount;
+        unsigned char has_gnu_hash, has_versym, has_verdef, has_verneed;
     } dbk_dynamic;
 
     #define DBK_HAS(d, tag) ((d)->present[tag])
@@ -423,14 +422,8 @@ cdef extern from *:
                 d->has_versym = 1; d->versym = value;
             } else if (dyn.d_tag == DT_VERDEF) {
                 d->has_verdef = 1; d->verdef = value;
-            } else if (dyn.d_tag == DT_VERDEFNUM) {
-                d->verdefnum = value;
             } else if (dyn.d_tag == DT_VERNEED) {
                 d->has_verneed = 1; d->verneed = value;
-            } else if (dyn.d_tag == DT_VERNEEDNUM) {
-                d->verneednum = value;
-            } else if (dyn.d_tag == DT_FLAGS_1) {
-                d->flags_1 = value;
             } else if (dyn.d_tag == DT_RELACOUNT || dyn.d_tag == DT_RELCOUNT) {
                 d->relcount = value;
             }
