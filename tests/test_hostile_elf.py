@@ -402,7 +402,7 @@ def _fuzzer():
 
 @elf64_le
 def test_corrupted_copies_of_the_reference_backend_never_kill_hang_or_raise(tmp_path):
-    # Mutants 0-39 of seed 1: 13 of them killed the scanning process before the structural checks.
+    # Mutants 0-39 of seed 1: 14 of them killed the scanning process before the structural checks.
     summary = _fuzzer().run(range(40), seed=1, jobs=2, timeout=30, probe_timeout=5,
                             save=str(tmp_path / "crashers"))
     assert summary["mutants"] == 40
