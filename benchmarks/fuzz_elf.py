@@ -189,9 +189,9 @@ def _is_group_leader(pid):
 _worker = {}
 
 
-def _init_worker(seed, timeout, probe_timeout, modes):
+def _init_worker(seed, timeout, probe_timeout, modes, parent):
     import loader  # noqa: F401 - imported once per worker, inherited by every child
-    directory = tempfile.mkdtemp(prefix="fuzz-elf-")
+    directory = tempfile.mkdtemp(dir=parent)
     original = open(reference_backend.LIBRARY_PATH, "rb").read()
     _worker.update(seed=seed, timeout=timeout, probe_timeout=probe_timeout, modes=modes,
                    directory=directory, original=original, layout=Layout(original))
@@ -221,7 +221,8 @@ def run(indices, seed=1, jobs=2, timeout=20.0, probe_timeout=5.0, modes=MODES, s
     if save:
         os.makedirs(save, exist_ok=True)
     context = multiprocessing.get_context("fork")
-    with context.Pool(jobs, _init_worker, (seed, timeout, probe_timeout, tuple(modes))) as pool:
+    with tempfile.TemporaryDirectory(prefix="fuzz-elf-") as parent, \
+            context.Pool(jobs, _init_worker, (seed, timeout, probe_timeout, tuple(modes), parent)) as pool:
         for index, description, data, results in pool.imap_unordered(_run_one, indices):
             summary["mutants"] += 1
             for mode, (outcome, result) in results.items():
