@@ -13,7 +13,7 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mock_backends import library_name  # noqa: E402  (pure Python, no build needed)
+from mock_backends import library_name, one_defect_library_name  # noqa: E402  (pure Python)
 
 try:
     import Cython
@@ -110,7 +110,8 @@ class BuildPy(build_py):
 
 def mock_libraries():
     """mock_backends/*.c -> mock_backends/lib/ (safe to load in-process);
-    mock_backends/hostile/*.c -> mock_backends/hostile/ (crash, hang or misbehave)."""
+    mock_backends/hostile/*.c -> mock_backends/hostile/ (crash, hang or misbehave); then the
+    one-defect and correct backends of mock_backends/one_defect/."""
     libraries = []
     sources = [(s, "lib") for s in glob("mock_backends/*.c") + glob("mock_backends/*.cpp")]
     sources += [(s, "hostile") for s in glob("mock_backends/hostile/*.c")]
@@ -124,6 +125,20 @@ def mock_libraries():
         if stem == "missing_dependency":
             library.link_stub = "mock_backends/support/absent_dependency.c"
         libraries.append(library)
+    return libraries + one_defect_libraries()
+
+
+def one_defect_libraries():
+    """mock_backends/one_defect/*.c -> one_defect/lib/ (one defect each);
+    mock_backends/one_defect/correct/*.c -> one_defect/correct/lib/ (correct backends)."""
+    libraries = []
+    for directory, correct in (("mock_backends/one_defect", False),
+                               ("mock_backends/one_defect/correct", True)):
+        for source in sorted(glob(f"{directory}/*.c")):
+            stem = os.path.splitext(os.path.basename(source))[0]
+            libraries.append(NativeLibrary(
+                f"{directory}/lib/{one_defect_library_name(stem, correct)}", [source],
+                libraries=["m"], depends=["abi/backend_api.h", "mock_backends/one_defect/base.h"]))
     return libraries
 
 
