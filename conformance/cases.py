@@ -11,9 +11,8 @@ never runs in the process that keeps the results.
 import gc
 import hashlib
 import os
-import threading
 from dataclasses import dataclass
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 import yaml
@@ -24,7 +23,9 @@ from conformance.requirements import REQUIREMENTS
 # The order cases run and report in. Layers come before the lifecycle and concurrency cases,
 # which run a layer too: a wrong layer is reported first by its own case, and the later cases it
 # breaks are marked as its consequences (runner.Controller).
-STAGES = ("file", "entry", "abi", "support", "layers", "lifecycle", "concurrency", "net")
+STAGES = ("file", "entry", "abi", "support", "raw", "layers", "memory", "lifecycle", "resources",
+          "concurrency", "net", "speed")
+TIERS = ("quick", "full")  # a quick case runs in both tiers, a full one only in the full tier
 
 
 class Failed(Exception):
@@ -56,6 +57,14 @@ class Case:
     function: Callable
     blocking: bool = False      # a non-pass stops every later case (the library is unusable)
     data: Optional[dict] = None  # layer cases: their YAML entry
+    tier: str = "quick"
+    blocks: Optional[Tuple[str, ...]] = None  # blocking: only the later cases matching these globs
+
+    def blocks_case(self, other: "Case") -> bool:
+        """Whether a failure of this (blocking) case stops ``other``."""
+        import fnmatch
+        return self.blocking and (self.blocks is None or any(
+            fnmatch.fnmatchcase(other.id, pattern) for pattern in self.blocks))
 
     @property
     def in_controller(self) -> bool:
@@ -65,11 +74,13 @@ class Case:
 CASES: Dict[str, Case] = {}
 
 
-def case(case_id, requirement, blocking=False):
+def case(case_id, requirement, blocking=False, tier="quick", blocks=None):
     assert requirement in REQUIREMENTS, requirement
+    assert tier in TIERS, tier
 
     def register(function):
-        CASES[case_id] = Case(case_id, requirement, case_id.split(".")[0], function, blocking)
+        CASES[case_id] = Case(case_id, requirement, case_id.split(".")[0], function, blocking,
+                              tier=tier, blocks=blocks)
         return function
     return register
 
@@ -171,6 +182,9 @@ def _entry_version(subject):
 def _entry_factory(subject):
     problem = subject.library.probe_factory()
     if problem is not None:
+        if "different id" in problem:
+            from conformance import raw
+            problem += f"; the instance's get_id returned {raw.instance_id(subject.path)!r}"
         raise Failed(problem)
 
 
@@ -480,21 +494,10 @@ def _layer_inputs(data):
 
 
 def _compare(data, inputs, out):
-    from conformance import reference
-    expected = reference.evaluate(data["layer"], inputs, data.get("descriptor"))
-    if out.shape != expected.shape:
-        raise LayerMismatch(data["id"], f"{data['id']}: output shape {list(out.shape)}, expected "
-                                        f"{list(expected.shape)}")
-    rtol, atol = data.get("rtol", 1e-4), data.get("atol", 1e-4)
-    error = np.abs(out.astype(np.float64) - expected)
-    bad = error > atol + rtol * np.abs(expected)
-    if np.any(bad) or not np.all(np.isfinite(out)):
-        worst = np.unravel_index(np.argmax(error), error.shape)
-        raise LayerMismatch(data["id"], f"{data['id']}: {int(bad.sum())} of {bad.size} values "
-                                        f"outside rtol {rtol} atol {atol}; worst at "
-                                        f"{list(map(int, worst))}: {float(out[worst]):.6g}, "
-                                        f"expected {float(expected[worst]):.6g}"
-                                        f"{_inputs_at(inputs, expected.shape, worst)}")
+    """LayerMismatch unless ``out`` matches the float64 reference within the case's tolerance
+    (generated.compare: tolerances scaled to the reduction length, NaN and infinity counted)."""
+    from conformance import generated
+    generated.compare(data, inputs, out)
 
 
 def _inputs_at(inputs, shape, index) -> str:
@@ -559,30 +562,8 @@ for _data in layer_cases():
 
 @case("concurrency.threads", "CONC-1")
 def _concurrency(subject):
-    data, inputs = _first_supported_layer(subject)
-    if data is None:
-        raise NotSupported("the backend supports none of the kit's layer cases")
-    errors = []
-
-    def work():
-        try:
-            backend = subject.backend()
-            for _ in range(20):
-                [out] = execute(backend, data, inputs)
-                _compare(data, inputs, out)
-        except Exception as error:  # reported below
-            errors.append(error)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if errors:
-        message = f"{len(errors)} of 4 threads failed; first: {errors[0]}"
-        if all(isinstance(e, LayerMismatch) for e in errors):
-            raise LayerMismatch(data["id"], message)
-        raise Failed(message)
+    from conformance import resources
+    resources.concurrency(subject)
 
 
 def ordered_cases() -> List[Case]:
@@ -614,3 +595,5 @@ INFO = Case("info", "ENTRY-1", "entry", _info)
 
 
 from conformance import network_cases  # noqa: E402,F401  (registers the NET cases)
+# The generated, raw-interface, guarded-memory and resource tiers register their cases here.
+from conformance import raw, guarded, generated, resources  # noqa: E402,F401

@@ -2,7 +2,7 @@
 
     backend-conformance run --backend FILE.so [--json F|-] [--junit-xml F|-] [-k EXPR]
                             [--expectations F [--exit-zero-on-expected]] [--timeout S]
-                            [--in-process] [-q]
+                            [--in-process] [-q] [--quick] [--seed N]
     backend-conformance list [-k EXPR]
     backend-conformance info --backend FILE.so [--json]
     backend-conformance init --vendor V --name N DIR
@@ -91,7 +91,7 @@ def _backend_file(path):
 
 def _run(parser, args) -> int:
     backend = _backend_file(args.backend)
-    selected = runner.select_cases(args.k)
+    selected = runner.select_cases(args.k, quick=args.quick)
     if not selected:
         raise UsageError(f"-k {args.k!r} selects no case (see: backend-conformance list)")
     if args.json == STDOUT and args.junit_xml == STDOUT:
@@ -109,7 +109,8 @@ def _run(parser, args) -> int:
     # With a report on standard output, everything meant for people goes to standard error.
     terminal = sys.stderr if STDOUT in (args.json, args.junit_xml) else sys.stdout
     progress = report.Progress(sys.stderr, quiet=args.quiet)
-    run = runner.Controller(backend, args.timeout, progress, args.in_process).run(selected, args.k)
+    run = runner.Controller(backend, args.timeout, progress, args.in_process, seed=args.seed,
+                            quick=args.quick).run(selected, args.k)
     if run.interrupted is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not lose the reports
     if args.json:
@@ -209,6 +210,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="run the cases in this process, without isolation or timeout, to debug "
                           "one under gdb, valgrind or ASan (a crash ends the kit)")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
+    run.add_argument("--quick", action="store_true",
+                     help="the quick tier: the fixed cases only, without the raw-interface, "
+                          "generated, guarded-memory, resource and speed cases")
+    run.add_argument("--seed", type=int, default=None, metavar="N",
+                     help="seed of the generated cases' values (default: the kit's fixed seed; "
+                          "the report and every reproduce command give it)")
     run.set_defaults(handler=_run)
 
     listing = commands.add_parser("list", help="list the case ids and their requirements")

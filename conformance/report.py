@@ -13,8 +13,9 @@ from conformance.runner import BREAKING, STATUSES, Result, Run
 
 
 def reproduce_command(run: Run, case_id: str) -> str:
+    seed = f" --seed {run.seed}" if run.seed is not None else ""
     return (f"backend-conformance run --backend {shlex.quote(run.backend_file)} "
-            f"-k {shlex.quote(case_id)}")
+            f"-k {shlex.quote(case_id)}{seed}")
 
 
 def _sha256(path: str) -> Optional[str]:
@@ -86,6 +87,8 @@ def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict
         "finished": _utc(run.finished),
         "counts": counts(run),
         "duration_seconds": round(run.seconds, 3),
+        "tier": run.tier,
+        "seed": run.seed,
         "cases": cases,
         "blocked": None,
         "interrupted": None,
@@ -190,7 +193,9 @@ def terminal_summary(run: Run, expectations=None) -> str:
     if run.canonical and run.canonical != run.backend_file:
         shown += f" -> {run.canonical}"
     lines = ["", f"backend  {shown}",
-             f"id       {run.backend_id or '?'}   Backend API {run.backend_version or '?'}", ""]
+             f"id       {run.backend_id or '?'}   Backend API {run.backend_version or '?'}"
+             + (f"   seed {run.seed}" if run.seed is not None else "")
+             + ("   quick tier" if run.tier == "quick" else ""), ""]
     header = f"{'stage':<12}" + "".join(f"{s:>14}" for s in STATUSES)
     lines.append(header)
     for stage in stages:
@@ -269,7 +274,7 @@ def verdict_line(run: Run) -> str:
                + (f", -k {run.selection!r}" if run.selection else "")
                + (", interrupted" if run.interrupted else ""))
     if run.verdict == "conformant":
-        return f"CONFORMANT  ({counted})"
+        return f"CONFORMANT{' (quick tier)' if run.tier == 'quick' else ''}  ({counted})"
     if run.verdict == "partial":
         return (f"PASSED ({partial})  ({counted})\n"
                 f"Not a conformance verdict: only a run of every case (no -k) says CONFORMANT.")

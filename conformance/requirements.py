@@ -10,6 +10,7 @@ class Requirement:
     title: str
     optional: bool = False       # a backend may say "not supported" (NOT_SUPPORTED, not FAIL)
     loader_enforced: bool = False
+    warning_only: bool = False   # a quality requirement: breaking it is a WARNING, never a FAIL
 
 
 REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
@@ -27,19 +28,26 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
     Requirement("ABI-2", "every required function pointer is present", loader_enforced=True),
     Requirement("ABI-3", "optional functions are reported consistently and work when present"),
     Requirement("ABI-4", "capabilities are answered, well-formed and stable"),
+    Requirement("ABI-5", "an accepted custom allocator is really used, and every allocation returned", optional=True),
     Requirement("LIFE-1", "repeated create/destroy does not leak"),
     Requirement("LIFE-2", "objects stay valid after the instance that created them is destroyed"),
     Requirement("LIFE-3", "a backend context accepts load/unload notifications in order", optional=True),
     Requirement("LIFE-4", "a memory manager's acquire and release balance", optional=True),
     Requirement("LIFE-5", "the library unloads, is unmapped, and loads again"),
+    Requirement("LIFE-6", "executing workloads does not leak heap or address space"),
     Requirement("SUP-1", "a supported layer can be created"),
     Requirement("SUP-2", "a malformed or unsupported layer gets a clean refusal with a reason"),
     Requirement("SUP-3", "support answers are deterministic"),
+    Requirement("MSG-1", "messages stay inside the caller's buffer, NUL-terminated, whatever its size"),
+    Requirement("EXEC-1", "execute refuses buffers that are missing, too small or malformed"),
     Requirement("LAYER-1", "every layer it claims matches the NumPy reference within tolerance", optional=True),
+    Requirement("LAYER-2", "one workload executed again gives the results of its new inputs and weights", optional=True),
+    Requirement("MEM-1", "execute touches no memory outside its buffers and never writes an input"),
     Requirement("CONC-1", "instances and workloads work from several threads at once"),
     Requirement("NET-1", "optimization views cover the offered sub-graph exactly", optional=True,
                 loader_enforced=True),
     Requirement("NET-2", "each substitution computes what the layers it replaces compute", optional=True),
     Requirement("NET-3", "failed layers come with a reason, the same every time", optional=True),
     Requirement("NET-4", "compiled sub-graphs stay valid after the instance is destroyed", optional=True),
+    Requirement("PERF-1", "no layer runs 5x or more slower than the reference backend", warning_only=True),
 ]}

@@ -97,6 +97,8 @@ class Run:
     started: float = 0.0                  # wall-clock times (time.time())
     finished: float = 0.0
     interrupted: Optional[Case] = None    # the case that was running at Ctrl-C
+    seed: Optional[int] = None            # of the generated cases' values
+    tier: str = "full"                    # "quick": the fixed cases only
     not_run: List[Case] = field(default_factory=list)  # after an interruption, that case on
 
     @property
@@ -123,10 +125,10 @@ class Run:
         return self.verdict == "conformant"
 
 
-def select_cases(expression: Optional[str]) -> List[Case]:
+def select_cases(expression: Optional[str], quick: bool = False) -> List[Case]:
     """Cases whose id matches ``expression``: comma-separated substrings or globs, each optionally
-    prefixed with ``not `` to exclude. None selects every case."""
-    ordered = _cases.ordered_cases()
+    prefixed with ``not `` to exclude. None selects every case (of the quick tier, ``quick``)."""
+    ordered = [c for c in _cases.ordered_cases() if not quick or c.tier == "quick"]
     if not expression:
         return ordered
     include, exclude = [], []
@@ -221,10 +223,15 @@ class Controller:
     """Runs cases against one backend file with crash isolation."""
 
     def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT, progress=None,
-                 in_process: bool = False):
+                 in_process: bool = False, seed: Optional[int] = None, quick: bool = False):
         """``progress``, if given, has ``started(case, index, total)``, called before a case
         runs, and ``finished(result, index, total)`` (report.Progress). ``in_process`` runs
-        every case in this process, without isolation or timeout: for gdb, valgrind or ASan."""
+        every case in this process, without isolation or timeout: for gdb, valgrind or ASan.
+        ``seed``: of the generated cases' values (generated.DEFAULT_SEED when None). ``quick``:
+        the run is of the quick tier, which is whole when every quick case ran."""
+        from conformance.generated import DEFAULT_SEED
+        self.seed = DEFAULT_SEED if seed is None else seed
+        self.quick = quick
         self.backend_file = os.path.abspath(backend_file)
         self.canonical = os.path.realpath(self.backend_file)
         self.timeout = timeout
@@ -310,26 +317,28 @@ class Controller:
                               output=failure.output)
         worker = self.worker
         self._clear_call()
-        if not worker.send(case=case.id):
+        if not worker.send(case=case.id, seed=self.seed):
             self._stop_worker()
             return Result(case, "CRASH", "the worker was gone before the case started")
+        doing = ""  # the case's last note: what it was about to try (guarded placements, ...)
         try:
             event = worker.next_event(self.timeout)
-            if event is not None and event.get("event") == "start":
+            while event is not None and event.get("event") in ("start", "note"):
+                doing = f", while {event['text']}" if event.get("event") == "note" else doing
                 event = worker.next_event(self.timeout)
         except TimeoutError:
             worker.kill()
             self._stop_worker()
             call, layer = self._call_in_progress()
-            return Result(case, "TIMEOUT", f"no answer within {self.timeout:g} s{_in(call)}; the "
-                                           f"worker was killed", call=call, layer=layer)
+            return Result(case, "TIMEOUT", f"no answer within {self.timeout:g} s{_in(call)}"
+                                           f"{doing}; the worker was killed", call=call, layer=layer)
         if event is None:
             how = worker.death()
             output = self._worker_output()
             self._stop_worker()
             call, layer = self._call_in_progress()
-            return Result(case, "CRASH", f"the worker {how}{_in(call)}", call=call, layer=layer,
-                          output=output)
+            return Result(case, "CRASH", f"the worker {how}{_in(call)}{doing}", call=call,
+                          layer=layer, output=output)
         return Result(case, event["status"], event.get("message", ""), layer=event.get("layer"))
 
     def _run_here(self, case: Case) -> Result:
@@ -338,6 +347,7 @@ class Controller:
         from conformance import worker
         if self.subject is None:
             self.subject = worker.Subject(self.canonical)
+            self.subject.seed = self.seed
             self.subject.load()
             self.identity = self.identity or self.subject.identity() or None
         outcome = worker.run_case(self.subject, case)
@@ -380,12 +390,14 @@ class Controller:
         started = time.monotonic()
         selected = list(selected)
         run = Run(self.backend_file, self.canonical, selection=selection,
-                  selected=[c.id for c in selected], total_cases=len(_cases.CASES),
-                  started=time.time())
+                  selected=[c.id for c in selected],
+                  total_cases=len(select_cases(None, self.quick)), started=time.time(),
+                  seed=self.seed, tier="quick" if self.quick else "full")
+        blockers: List[Result] = []
         index = 0
         try:
             for index, case in enumerate(selected):
-                if run.blocked_by is not None:
+                if any(b.case.blocks_case(case) for b in blockers):
                     run.blocked.append(case)
                     continue
                 if self.progress:
@@ -395,7 +407,8 @@ class Controller:
                 if self.progress:
                     self.progress.finished(result, index + 1, len(selected))
                 if case.blocking and result.status in BREAKING:
-                    run.blocked_by = result
+                    blockers.append(result)
+                    run.blocked_by = run.blocked_by or result
         except KeyboardInterrupt:
             # Ctrl-C: keep what ran, so the caller can still write its reports.
             if self.worker is not None:
@@ -423,6 +436,7 @@ class _FileSubject:
 
 
 def run_cases(backend_file: str, expression: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
-              progress=None, in_process: bool = False) -> Run:
-    return Controller(backend_file, timeout, progress, in_process).run(select_cases(expression),
-                                                                       expression)
+              progress=None, in_process: bool = False, quick: bool = False,
+              seed: Optional[int] = None) -> Run:
+    return Controller(backend_file, timeout, progress, in_process, seed, quick).run(
+        select_cases(expression, quick), expression)

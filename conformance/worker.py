@@ -24,11 +24,19 @@ class Subject:
     """The library under test, as the cases see it. Every backend object it hands out notes
     its calls in ``record``."""
 
-    def __init__(self, path, record=None):
+    def __init__(self, path, record=None, announce=None):
         self.path = self.file = path  # the canonical file: nothing here checks the name
         self.record = record if record is not None else tracing.CallRecord()
         self.library = None
         self.load_failure = None
+        self.seed = None          # of the generated cases' values, sent with each case
+        self._announce = announce
+
+    def note(self, text):
+        """Tell the controller what the case is about to try (which buffer sits against a guard
+        page, which generated case runs): if the worker dies now, the report says so."""
+        if self._announce is not None:
+            self._announce(text)
 
     def load(self):
         from loader import _core
@@ -114,7 +122,8 @@ def main(argv):
     from conformance import cases
     import loader  # noqa: F401
 
-    subject = Subject(path, tracing.CallRecord(call_fd))
+    subject = Subject(path, tracing.CallRecord(call_fd),
+                      announce=lambda text: send(event="note", text=text))
     send(event="loading")
     subject.load()
     send(event="loaded", failure=subject.load_failure, **subject.identity())
@@ -122,6 +131,7 @@ def main(argv):
     for line in commands:
         command = json.loads(line)
         case = cases.INFO if command["case"] == "info" else cases.CASES[command["case"]]
+        subject.seed = command.get("seed")
         send(event="start", case=case.id)
         send(event="done", case=case.id, **run_case(subject, case))
     return 0

@@ -15,9 +15,9 @@ TIMEOUT = 10.0
 
 
 def caught(result):
-    """Whether ``result`` is a finding: a breaking status, or a WARNING where the requirement is a
-    quality requirement that only ever warns."""
-    if result.status in runner.BREAKING:
+    """Whether ``result`` is a finding about the backend: FAIL, CRASH or TIMEOUT (an ERROR is the
+    kit's own failure), or a WARNING where the requirement only ever warns."""
+    if result.status in ("FAIL", "CRASH", "TIMEOUT"):
         return True
     return result.status == "WARNING" and REQUIREMENTS[result.case.requirement].warning_only
 
@@ -43,7 +43,7 @@ def test_each_defect_is_caught_under_the_requirement_its_header_names(stem):
         f"{r.case.id}={r.status} {r.message}" for r in run.results))
     assert all(r.message for r in findings)
     if not REQUIREMENTS[backend.requirement].warning_only:
-        assert not run.conformant
+        assert run.failed
 
 
 @pytest.mark.parametrize("path", [reference_backend.LIBRARY_PATH] + list(CORRECT.values()),
@@ -60,3 +60,72 @@ def test_the_subset_backend_refuses_what_it_does_not_run_and_passes_what_it_does
         runner.select_cases("layers.activation-relu,layers.fc-basic"))
     assert {r.case.id: r.status for r in run.results} == {
         "layers.activation-relu": "PASS", "layers.fc-basic": "NOT_SUPPORTED"}
+
+
+# -- what a vendor reads first -----------------------------------------------------------------
+
+def only(stem, expression):
+    run = runner.run_cases(DEFECTS[stem].path, expression, timeout=TIMEOUT)
+    [result] = run.results
+    return run, result
+
+
+def test_a_nan_output_is_counted_with_the_case_parameters_and_seed():
+    _, result = only("tanh_nan_at_zero", "layers.generated-activation")
+    assert result.status == "FAIL"
+    assert "NaN" in result.message and "where the reference is finite" in result.message
+    assert "function tanh" in result.message and "values zeros" in result.message
+    assert "seed 20261123" in result.message and "worst at index" in result.message
+
+
+def test_an_overrun_crashes_in_the_case_that_does_it_and_names_the_buffer():
+    _, result = only("writes_past_output", "memory.Activation")
+    assert result.status == "CRASH"
+    assert "SIGSEGV" in result.message and "past the end of the output" in result.message
+
+
+def test_a_write_into_an_input_is_named_as_such():
+    _, result = only("writes_to_input", "memory.Softmax")
+    assert result.status in ("FAIL", "CRASH")
+    assert "input 0" in result.message
+
+
+def test_a_workload_too_small_is_one_abi_failure_that_blocks_only_what_executes_workloads():
+    run = runner.run_cases(DEFECTS["workload_struct_size_too_small"].path, timeout=TIMEOUT)
+    broken = [r for r in run.results if r.status in runner.BREAKING]
+    assert [(r.case.id, r.case.requirement) for r in broken] == [("abi.workload-struct", "ABI-1")]
+    assert "BackendWorkload.struct_size is 8" in broken[0].message
+    assert "destroy" in broken[0].message
+    blocked = {c.id for c in run.blocked}
+    assert "layers.fc-basic" in blocked and "concurrency.threads" in blocked
+    assert {"support.clean-refusal", "lifecycle.create-destroy"} <= {r.case.id for r in run.results}
+
+
+def test_an_instance_id_mismatch_shows_both_ids():
+    _, result = only("instance_id_mismatch", "entry.factory")
+    assert "'DefectIdMismatch'" in result.message and "'DefectIdOld'" in result.message
+
+
+def test_the_kits_own_allocator_counts_what_a_backend_holds_back():
+    _, result = only("allocator_never_deallocates", "abi.custom-allocator")
+    assert result.status == "FAIL" and "0 returned through its deallocate" in result.message
+
+
+def test_a_slow_backend_gets_a_warning_with_the_ratio_and_stays_conformant():
+    run, result = only("ten_times_slower", "speed.layers")
+    assert result.status == "WARNING" and "x slower than the reference backend" in result.message
+    assert not run.failed
+
+
+def test_the_quick_tier_leaves_out_the_full_tier_and_the_seed_replays():
+    quick = runner.select_cases(None, quick=True)
+    assert quick and all(c.tier == "quick" for c in quick)
+    assert len(quick) < len(runner.select_cases(None))
+    first = runner.run_cases(DEFECTS["fc_reduction_tail_dropped"].path,
+                             "layers.generated-fully-connected", seed=7)
+    again = runner.run_cases(DEFECTS["fc_reduction_tail_dropped"].path,
+                             "layers.generated-fully-connected", seed=7)
+    other = runner.run_cases(DEFECTS["fc_reduction_tail_dropped"].path,
+                             "layers.generated-fully-connected", seed=8)
+    assert first.seed == 7 and "seed 7" in first.results[0].message
+    assert first.results[0].message == again.results[0].message != other.results[0].message

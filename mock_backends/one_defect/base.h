@@ -25,6 +25,7 @@
  *   OD_DATA_TYPE_KNOWN(t)       whether data type t is one the backend runs
  *   OD_WORKLOAD_STRUCT_SIZE     the struct_size a workload declares
  *   OD_AFTER_EXECUTE(w)         runs after a successful execute (nothing)
+ *   OD_SIGMOID(v), OD_TANH(v)   the activation functions of one float (overflow-free forms)
  *   OD_WORKLOAD_STATE           extra members of OdWorkload (none); OD_FREE_STATE(w) frees them
  */
 #ifndef ONE_DEFECT_BASE_H
@@ -56,6 +57,12 @@
 #endif
 #ifndef OD_AFTER_EXECUTE
 #define OD_AFTER_EXECUTE(w) ((void)(w))
+#endif
+#ifndef OD_SIGMOID
+#define OD_SIGMOID(v) od_sigmoid(v)
+#endif
+#ifndef OD_TANH
+#define OD_TANH(v) tanhf(v)
 #endif
 #ifndef OD_WORKLOAD_STATE
 #define OD_WORKLOAD_STATE
@@ -328,16 +335,29 @@ static __attribute__((unused)) float od_sigmoid(float v)
 static void od_activation(OdWorkload *w, const float *const *in, float *out)
 {
     const BackendActivationDescriptor *d = &w->activation;
+    const float *x = in[0];
     int64_t n = od_count(&w->in[0]);
-    for (int64_t i = 0; i < n; i++) {
-        float v = in[0][i];
-        switch (d->function) {
-        case BACKEND_ACTIVATION_RELU: out[i] = v > 0 ? v : 0; break;
-        case BACKEND_ACTIVATION_BOUNDED_RELU: out[i] = fminf(d->a, fmaxf(d->b, v)); break;
-        case BACKEND_ACTIVATION_SIGMOID: out[i] = od_sigmoid(v); break;
-        case BACKEND_ACTIVATION_TANH: out[i] = tanhf(v); break;
-        default: out[i] = v > 0 ? v : d->a * v; break;
-        }
+    switch (d->function) {
+    case BACKEND_ACTIVATION_RELU:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] > 0 ? x[i] : 0;
+        break;
+    case BACKEND_ACTIVATION_BOUNDED_RELU:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = fminf(d->a, fmaxf(d->b, x[i]));
+        break;
+    case BACKEND_ACTIVATION_SIGMOID:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = OD_SIGMOID(x[i]);
+        break;
+    case BACKEND_ACTIVATION_TANH:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = OD_TANH(x[i]);
+        break;
+    default:
+        for (int64_t i = 0; i < n; i++)
+            out[i] = x[i] > 0 ? x[i] : d->a * x[i];
+        break;
     }
 }
 #endif
@@ -358,18 +378,32 @@ static __attribute__((unused)) void od_broadcast_strides(const BackendTensorInfo
 static void od_binary(OdWorkload *w, const float *const *in, float *out)
 {
     int64_t sa[BACKEND_MAX_DIMENSIONS], sb[BACKEND_MAX_DIMENSIONS], index[BACKEND_MAX_DIMENSIONS] = {0};
-    int rank = (int)w->out.num_dimensions;
-    int64_t n = od_count(&w->out);
+    int rank = (int)w->out.num_dimensions, add = w->type == BACKEND_LAYER_ADDITION;
+    int64_t n = od_count(&w->out), inner, step_a, step_b;
+    if (rank == 0) {
+        out[0] = add ? in[0][0] + in[1][0] : in[0][0] * in[1][0];
+        return;
+    }
     od_broadcast_strides(&w->in[0], &w->out, sa);
     od_broadcast_strides(&w->in[1], &w->out, sb);
-    for (int64_t i = 0; i < n; i++) {
-        int64_t ia = 0, ib = 0;
-        for (int d = 0; d < rank; d++) {
-            ia += index[d] * sa[d];
-            ib += index[d] * sb[d];
+    inner = w->out.dimensions[rank - 1];
+    step_a = sa[rank - 1];
+    step_b = sb[rank - 1];
+    /* One row of the last dimension at a time; the outer dimensions walk an index. */
+    for (int64_t start = 0; start < n; start += inner) {
+        const float *a = in[0], *b = in[1];
+        float *y = out + start;
+        for (int d = 0; d < rank - 1; d++) {
+            a += index[d] * sa[d];
+            b += index[d] * sb[d];
         }
-        out[i] = w->type == BACKEND_LAYER_ADDITION ? in[0][ia] + in[1][ib] : in[0][ia] * in[1][ib];
-        for (int d = rank - 1; d >= 0; d--) {
+        if (add)
+            for (int64_t i = 0; i < inner; i++)
+                y[i] = a[i * step_a] + b[i * step_b];
+        else
+            for (int64_t i = 0; i < inner; i++)
+                y[i] = a[i * step_a] * b[i * step_b];
+        for (int d = rank - 2; d >= 0; d--) {
             if (++index[d] < w->out.dimensions[d])
                 break;
             index[d] = 0;
@@ -382,13 +416,25 @@ static void od_binary(OdWorkload *w, const float *const *in, float *out)
 static void od_fully_connected(OdWorkload *w, const float *const *in, float *out)
 {
     int64_t n = w->in[0].dimensions[0], k = w->in[0].dimensions[1], m = w->out.dimensions[1];
-    for (int64_t r = 0; r < n; r++)
+    for (int64_t r = 0; r < n; r++) {
+        const float *x = in[0] + r * k;
         for (int64_t c = 0; c < m; c++) {
-            float sum = w->fc.bias_enabled ? in[2][c] : 0.0f;
-            for (int64_t i = 0; i < k; i++)
-                sum += in[0][r * k + i] * (w->fc.transpose_weights ? in[1][c * k + i] : in[1][i * m + c]);
-            out[r * m + c] = sum;
+            float sum[4] = {0, 0, 0, 0};
+            int64_t i = 0;
+            if (w->fc.transpose_weights) { /* w is [M, K]: row c is contiguous */
+                const float *f = in[1] + c * k;
+                for (; i + 4 <= k; i += 4)
+                    for (int lane = 0; lane < 4; lane++)
+                        sum[lane] += x[i + lane] * f[i + lane];
+                for (; i < k; i++)
+                    sum[0] += x[i] * f[i];
+            } else {
+                for (; i < k; i++)
+                    sum[i % 4] += x[i] * in[1][i * m + c];
+            }
+            out[r * m + c] = (w->fc.bias_enabled ? in[2][c] : 0.0f) + ((sum[0] + sum[1]) + (sum[2] + sum[3]));
         }
+    }
 }
 #endif
 
@@ -431,18 +477,31 @@ static void od_depthwise(OdWorkload *w, const float *const *in, float *out)
     int64_t mult = O / C;
     for (int64_t n = 0; n < N; n++)
         for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++)
-                for (int64_t o = 0; o < O; o++) {
-                    float sum = d->bias_enabled ? in[2][o] : 0.0f;
-                    for (int64_t i = 0; i < KH; i++)
-                        for (int64_t j = 0; j < KW; j++) {
-                            int64_t iy = oy * d->stride_y + i * d->dilation_y - d->pad_top;
-                            int64_t ix = ox * d->stride_x + j * d->dilation_x - d->pad_left;
-                            if (iy >= 0 && iy < H && ix >= 0 && ix < W)
-                                sum += in[0][((n * H + iy) * W + ix) * C + o / mult] * in[1][(i * KW + j) * O + o];
-                        }
-                    out[((n * OH + oy) * OW + ox) * O + o] = sum;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float *y = out + ((n * OH + oy) * OW + ox) * O;
+                for (int64_t o = 0; o < O; o++)
+                    y[o] = d->bias_enabled ? in[2][o] : 0.0f;
+                for (int64_t i = 0; i < KH; i++) {
+                    int64_t iy = oy * d->stride_y + i * d->dilation_y - d->pad_top;
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    for (int64_t j = 0; j < KW; j++) {
+                        int64_t ix = ox * d->stride_x + j * d->dilation_x - d->pad_left;
+                        const float *x, *f;
+                        if (ix < 0 || ix >= W)
+                            continue;
+                        x = in[0] + ((n * H + iy) * W + ix) * C;
+                        f = in[1] + (i * KW + j) * O;
+                        /* output channel o reads input channel o / mult */
+                        if (mult == 1)
+                            for (int64_t o = 0; o < O; o++)
+                                y[o] += x[o] * f[o];
+                        else
+                            for (int64_t o = 0; o < O; o++)
+                                y[o] += x[o / mult] * f[o];
+                    }
                 }
+            }
 }
 #endif
 
@@ -452,25 +511,37 @@ static void od_pooling(OdWorkload *w, const float *const *in, float *out)
     const BackendPooling2dDescriptor *d = &w->pool;
     int64_t H = w->in[0].dimensions[1], W = w->in[0].dimensions[2], C = w->in[0].dimensions[3];
     int64_t N = w->out.dimensions[0], OH = w->out.dimensions[1], OW = w->out.dimensions[2];
+    int max = d->pool_type == BACKEND_POOLING_MAX;
     for (int64_t n = 0; n < N; n++)
         for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++)
-                for (int64_t c = 0; c < C; c++) {
-                    float best = -INFINITY, sum = 0;
-                    int64_t count = 0;
-                    for (int64_t i = 0; i < d->kernel_y; i++)
-                        for (int64_t j = 0; j < d->kernel_x; j++) {
-                            int64_t iy = oy * d->stride_y + i - d->pad_top, ix = ox * d->stride_x + j - d->pad_left;
-                            float v;
-                            if (iy < 0 || iy >= H || ix < 0 || ix >= W)
-                                continue;
-                            v = in[0][((n * H + iy) * W + ix) * C + c];
-                            best = v > best ? v : best;
-                            sum += v;
-                            count++;
-                        }
-                    out[((n * OH + oy) * OW + ox) * C + c] = d->pool_type == BACKEND_POOLING_MAX ? best : sum / (float)count;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float *y = out + ((n * OH + oy) * OW + ox) * C;
+                int64_t count = 0;
+                for (int64_t c = 0; c < C; c++)
+                    y[c] = max ? -INFINITY : 0.0f;
+                for (int64_t i = 0; i < d->kernel_y; i++) {
+                    int64_t iy = oy * d->stride_y + i - d->pad_top;
+                    if (iy < 0 || iy >= H)
+                        continue;
+                    for (int64_t j = 0; j < d->kernel_x; j++) {
+                        int64_t ix = ox * d->stride_x + j - d->pad_left;
+                        const float *x;
+                        if (ix < 0 || ix >= W)
+                            continue;
+                        x = in[0] + ((n * H + iy) * W + ix) * C;
+                        count++;
+                        if (max)
+                            for (int64_t c = 0; c < C; c++)
+                                y[c] = x[c] > y[c] ? x[c] : y[c];
+                        else
+                            for (int64_t c = 0; c < C; c++)
+                                y[c] += x[c];
+                    }
                 }
+                if (!max) /* padding is excluded from the average */
+                    for (int64_t c = 0; c < C; c++)
+                        y[c] /= (float)count;
+            }
 }
 #endif
 

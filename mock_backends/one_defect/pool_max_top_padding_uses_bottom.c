@@ -10,25 +10,34 @@ static void od_pooling(OdWorkload *w, const float *const *in, float *out)
     const BackendPooling2dDescriptor *d = &w->pool;
     int64_t H = w->in[0].dimensions[1], W = w->in[0].dimensions[2], C = w->in[0].dimensions[3];
     int64_t N = w->out.dimensions[0], OH = w->out.dimensions[1], OW = w->out.dimensions[2];
-    int64_t top = d->pool_type == BACKEND_POOLING_MAX ? d->pad_bottom : d->pad_top; /* the defect */
+    int max = d->pool_type == BACKEND_POOLING_MAX;
+    int64_t top = max ? d->pad_bottom : d->pad_top; /* the defect */
     for (int64_t n = 0; n < N; n++)
         for (int64_t oy = 0; oy < OH; oy++)
-            for (int64_t ox = 0; ox < OW; ox++)
-                for (int64_t c = 0; c < C; c++) {
-                    float best = -INFINITY, sum = 0;
-                    int64_t count = 0;
-                    for (int64_t i = 0; i < d->kernel_y; i++)
-                        for (int64_t j = 0; j < d->kernel_x; j++) {
-                            int64_t iy = oy * d->stride_y + i - top, ix = ox * d->stride_x + j - d->pad_left;
-                            float v;
-                            if (iy < 0 || iy >= H || ix < 0 || ix >= W)
-                                continue;
-                            v = in[0][((n * H + iy) * W + ix) * C + c];
-                            best = v > best ? v : best;
-                            sum += v;
-                            count++;
-                        }
-                    out[((n * OH + oy) * OW + ox) * C + c] =
-                        d->pool_type == BACKEND_POOLING_MAX ? (count ? best : 0.0f) : sum / (float)count;
+            for (int64_t ox = 0; ox < OW; ox++) {
+                float *y = out + ((n * OH + oy) * OW + ox) * C;
+                int64_t count = 0;
+                for (int64_t c = 0; c < C; c++)
+                    y[c] = max ? -INFINITY : 0.0f;
+                for (int64_t i = 0; i < d->kernel_y; i++) {
+                    int64_t iy = oy * d->stride_y + i - top;
+                    for (int64_t j = 0; j < d->kernel_x; j++) {
+                        int64_t ix = ox * d->stride_x + j - d->pad_left;
+                        const float *x;
+                        if (iy < 0 || iy >= H || ix < 0 || ix >= W)
+                            continue;
+                        x = in[0] + ((n * H + iy) * W + ix) * C;
+                        count++;
+                        if (max)
+                            for (int64_t c = 0; c < C; c++)
+                                y[c] = x[c] > y[c] ? x[c] : y[c];
+                        else
+                            for (int64_t c = 0; c < C; c++)
+                                y[c] += x[c];
+                    }
                 }
+                if (!max)
+                    for (int64_t c = 0; c < C; c++)
+                        y[c] /= (float)count;
+            }
 }

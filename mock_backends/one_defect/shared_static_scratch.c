@@ -14,13 +14,13 @@ static void od_convolution(OdWorkload *w, const float *const *in, float *out)
     int64_t KH = w->in[1].dimensions[1], KW = w->in[1].dimensions[2];
     int64_t N = w->out.dimensions[0], OH = w->out.dimensions[1], OW = w->out.dimensions[2], O = w->out.dimensions[3];
     int64_t total = od_count(&w->out);
-    volatile float *acc = total <= (1 << 16) ? scratch : out;
+    float *acc = total <= (1 << 16) ? scratch : out;
     for (int64_t n = 0; n < N; n++)
         for (int64_t oy = 0; oy < OH; oy++)
             for (int64_t ox = 0; ox < OW; ox++)
                 for (int64_t o = 0; o < O; o++) {
                     int64_t at = ((n * OH + oy) * OW + ox) * O + o;
-                    acc[at] = d->bias_enabled ? in[2][o] : 0.0f;
+                    float sum = d->bias_enabled ? in[2][o] : 0.0f;
                     for (int64_t i = 0; i < KH; i++)
                         for (int64_t j = 0; j < KW; j++) {
                             int64_t iy = oy * d->stride_y + i * d->dilation_y - d->pad_top;
@@ -28,8 +28,9 @@ static void od_convolution(OdWorkload *w, const float *const *in, float *out)
                             if (iy < 0 || iy >= H || ix < 0 || ix >= W)
                                 continue;
                             for (int64_t c = 0; c < C; c++)
-                                acc[at] += in[0][((n * H + iy) * W + ix) * C + c] * in[1][((o * KH + i) * KW + j) * C + c];
+                                sum += in[0][((n * H + iy) * W + ix) * C + c] * in[1][((o * KH + i) * KW + j) * C + c];
                         }
+                    acc[at] = sum;
                 }
     for (int64_t i = 0; i < total; i++)
         out[i] = acc[i];

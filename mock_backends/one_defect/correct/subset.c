@@ -78,6 +78,8 @@ static BackendStatus judge(const BackendLayerDescription *l, char *message, size
     } else {
         const BackendTensorInfo *a = &l->inputs[0], *b = &l->inputs[1], *o = &l->outputs[0];
         uint32_t rank = a->num_dimensions > b->num_dimensions ? a->num_dimensions : b->num_dimensions;
+        if (rank == 0)
+            return say(message, size, BACKEND_STATUS_UNSUPPORTED, "CorrectSubset adds tensors of rank 1 or more");
         if (o->num_dimensions != rank)
             return say(message, size, BACKEND_STATUS_INVALID_ARGUMENT, "wrong output rank");
         for (uint32_t i = 0; i < rank; i++) {
@@ -115,28 +117,35 @@ static BackendStatus run(BackendWorkload *self, const BackendBuffer *in, uint32_
     y = out[0].data;
     if (job->kind == BACKEND_LAYER_ACTIVATION) {
         for (int64_t i = 0; i < job->count; i++) {
-            double v = x[i];
-            y[i] = (float)(job->function == BACKEND_ACTIVATION_RELU ? (v > 0 ? v : 0)
-                           : job->function == BACKEND_ACTIVATION_TANH ? tanh(v)
-                           : 0.5 * (1.0 + tanh(0.5 * v)));
+            float v = x[i];
+            if (job->function == BACKEND_ACTIVATION_RELU)
+                y[i] = v > 0 ? v : 0;
+            else if (job->function == BACKEND_ACTIVATION_TANH)
+                y[i] = tanhf(v);
+            else /* sigmoid, written so that no exponential overflows */
+                y[i] = v >= 0 ? 1 / (1 + expf(-v)) : expf(v) / (1 + expf(v));
         }
     } else if (job->kind == BACKEND_LAYER_SOFTMAX) {
         for (int64_t r = 0; r < job->rows; r++) {
             const float *row = x + r * job->cols;
-            double top = -INFINITY, total = 0;
+            float *out_row = y + r * job->cols;
+            float top = -INFINITY, total = 0;
             for (int64_t i = 0; i < job->cols; i++)
-                top = fmax(top, (double)job->beta * row[i]);
+                top = fmaxf(top, job->beta * row[i]);
             for (int64_t i = 0; i < job->cols; i++)
-                total += exp((double)job->beta * row[i] - top);
+                total += out_row[i] = expf(job->beta * row[i] - top);
             for (int64_t i = 0; i < job->cols; i++)
-                y[r * job->cols + i] = (float)(exp((double)job->beta * row[i] - top) / total);
+                out_row[i] /= total;
         }
     } else {
-        /* Addition: walk the output, computing each input's offset from the output index. */
+        /* Addition: each row of the last dimension at once; the row's offsets in a and b come
+           from the output index of its first element. */
+        int64_t last = job->o_dims[job->rank - 1];
+        int64_t step_a = job->a_dims[job->rank - 1] == 1 ? 0 : 1, step_b = job->b_dims[job->rank - 1] == 1 ? 0 : 1;
         b = in[1].data;
-        for (int64_t i = 0; i < job->count; i++) {
-            int64_t rest = i, oa = 0, ob = 0, sa = 1, sb = 1;
-            for (int d = (int)job->rank - 1; d >= 0; d--) {
+        for (int64_t start = 0; start < job->count; start += last) {
+            int64_t rest = start / last, oa = 0, ob = 0, sa = job->a_dims[job->rank - 1], sb = job->b_dims[job->rank - 1];
+            for (int d = (int)job->rank - 2; d >= 0; d--) {
                 int64_t at = rest % job->o_dims[d];
                 rest /= job->o_dims[d];
                 oa += (job->a_dims[d] == 1 ? 0 : at) * sa;
@@ -144,7 +153,8 @@ static BackendStatus run(BackendWorkload *self, const BackendBuffer *in, uint32_
                 sa *= job->a_dims[d];
                 sb *= job->b_dims[d];
             }
-            y[i] = x[oa] + b[ob];
+            for (int64_t i = 0; i < last; i++)
+                y[start + i] = x[oa + i * step_a] + b[ob + i * step_b];
         }
     }
     return BACKEND_STATUS_OK;
