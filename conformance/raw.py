@@ -222,7 +222,10 @@ class Raw:
     """The library under test seen through ctypes: one more reference to the handle the worker's
     loader already holds, released by close()."""
 
-    def __init__(self, path: str):
+    def __init__(self, path: str, record=None):
+        """``record``: the worker's tracing.CallRecord, told of each call before it is made, so
+        that a crash is named by the call it happened in."""
+        self.note = record.note if record is not None else (lambda call: None)
         self.library = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
         self.library.BackendFactory.restype = c_void_p
         self.library.GetBackendId.restype = ctypes.c_char_p
@@ -230,6 +233,7 @@ class Raw:
 
     def close(self):
         for pointer in self.instances:
+            self.note("destroy (instance)")
             self.instance(pointer).destroy(pointer)
         self.instances = []
         if self.library is not None:
@@ -243,6 +247,7 @@ class Raw:
         self.close()
 
     def new_instance(self) -> int:
+        self.note("BackendFactory")
         pointer = self.library.BackendFactory()
         if not pointer:
             raise Failed("BackendFactory returned NULL")
@@ -256,12 +261,14 @@ class Raw:
         return Instance.from_address(pointer)
 
     def is_layer_supported(self, instance, layer: Layer, message: Message) -> int:
+        self.note("is_layer_supported")
         return self.instance(instance).is_layer_supported(instance, byref(layer.description),
                                                           message.pointer, message.size)
 
     def factory(self, instance, manager=None) -> int:
         created = c_void_p()
         message = full_message()
+        self.note("create_workload_factory")
         status = self.instance(instance).create_workload_factory(instance, manager, byref(created),
                                                                  message.pointer, message.size)
         if status != OK or not created.value:
@@ -272,22 +279,33 @@ class Raw:
                                      "destroy"))
         return created.value
 
-    @staticmethod
-    def create_workload(factory, layer: Layer, message: Message) -> Tuple[int, Optional[int]]:
+    def create_workload(self, factory, layer: Layer, message: Message) -> Tuple[int, Optional[int]]:
         created = c_void_p()
+        self.note("create_workload")
         status = WorkloadFactory.from_address(factory).create_workload(
             factory, byref(layer.description), byref(created), message.pointer, message.size)
         return status, created.value
 
-    @staticmethod
-    def destroy_workload(pointer):
+    def destroy_workload(self, pointer):
         workload = Workload.from_address(pointer)
         if workload.struct_size >= WORKLOAD_SIZE_1_1 and workload.destroy:
+            self.note("destroy (workload)")
             workload.destroy(pointer)
 
-    @staticmethod
-    def destroy_factory(pointer):
+    def destroy_factory(self, pointer):
+        self.note("destroy (workload factory)")
         WorkloadFactory.from_address(pointer).destroy(pointer)
+
+    def execute(self, workload, inputs, num_inputs, outputs, num_outputs, message=None, size=0):
+        self.note("execute")
+        return Workload.from_address(workload).execute(workload, inputs, num_inputs, outputs,
+                                                       num_outputs, message, size)
+
+    def manager_call(self, pointer, call, message=None, size=0):
+        """``call`` ("acquire", "release" or "destroy") on a memory manager."""
+        self.note(call if call != "destroy" else "destroy (memory manager)")
+        function = getattr(MemoryManager.from_address(pointer), call)
+        return function(pointer) if call == "destroy" else function(pointer, message, size)
 
     def memory_manager(self, instance) -> Optional[int]:
         function = self.instance(instance).create_memory_manager
@@ -295,6 +313,7 @@ class Raw:
             return None
         created = c_void_p()
         message = full_message()
+        self.note("create_memory_manager")
         status = function(instance, byref(created), message.pointer, message.size)
         if status != OK or not created.value:
             raise Failed(f"create_memory_manager failed with status {status}: {message.text!r}")
@@ -352,7 +371,7 @@ MESSAGE_SIZES = (0, 1, 16)
               "abi.custom-allocator", "layers.*", "memory.*", "resources.*", "concurrency.*",
               "speed.*"))
 def _abi_workload_struct(subject):
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         cases = first_of_each_layer(raw, instance)
         if not cases:
@@ -379,7 +398,7 @@ def _abi_workload_struct(subject):
         finally:
             raw.destroy_factory(factory)
             if manager:
-                MemoryManager.from_address(manager).destroy(manager)
+                raw.manager_call(manager, "destroy")
 
 
 def _refusal_problem(what, status, message: Message) -> Optional[str]:
@@ -414,7 +433,7 @@ def _refuse_everywhere(raw: Raw, instance, factory, layer: Layer, what: str) -> 
 
 @case("raw.layer-type-boundaries", "SUP-2", tier="full")
 def _raw_layer_types(subject):
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         factory = raw.factory(instance)
         problems = []
@@ -432,7 +451,7 @@ def _raw_layer_types(subject):
 
 @case("raw.data-types", "SUP-2", tier="full")
 def _raw_data_types(subject):
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         cases = first_of_each_layer(raw, instance)
         if not cases:
@@ -460,7 +479,7 @@ def _raw_data_types(subject):
 @case("raw.refusal-reasons", "SUP-2", tier="full")
 def _raw_refusal_reasons(subject):
     from conformance.cases import _malformed_layers
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         factory = raw.factory(instance)
         problems = []
@@ -497,7 +516,7 @@ def _check_sizes(subject, call, what) -> List[str]:
 
 @case("raw.message-buffers", "MSG-1", tier="full")
 def _raw_message_buffers(subject):
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         factory = raw.factory(instance)
         layer = _relu_layer()
@@ -517,7 +536,7 @@ def _raw_message_buffers(subject):
 @case("raw.execute-misuse", "EXEC-1", tier="full")
 def _raw_execute_misuse(subject):
     from conformance import guarded
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         cases = first_of_each_layer(raw, instance)
         if not cases:
@@ -526,36 +545,38 @@ def _raw_execute_misuse(subject):
         factory = raw.factory(instance, manager)
         problems = []
         if manager:
-            MemoryManager.from_address(manager).acquire(manager, None, 0)
+            raw.manager_call(manager, "acquire")
         try:
             for data, layer in cases:
                 status, workload = raw.create_workload(factory, layer, full_message())
                 if status != OK or not workload:
                     continue
                 try:
-                    problems += _misuse_execute(subject, data, workload, guarded)
+                    problems += _misuse_execute(subject, raw, data, workload, guarded)
                 finally:
                     raw.destroy_workload(workload)
                 if problems:
                     break
         finally:
             if manager:
-                MemoryManager.from_address(manager).release(manager, None, 0)
+                raw.manager_call(manager, "release")
             raw.destroy_factory(factory)
             if manager:
-                MemoryManager.from_address(manager).destroy(manager)
+                raw.manager_call(manager, "destroy")
         if problems:
             raise Failed("; ".join(problems[:4]))
 
 
-def _misuse_execute(subject, data, workload, guarded) -> List[str]:
+def _misuse_execute(subject, raw, data, workload, guarded) -> List[str]:
     import numpy as np
     inputs = _layer_inputs(data)
     from conformance import reference
     expected = reference.evaluate(data["layer"], inputs, data.get("descriptor"))
     output = np.zeros(expected.shape, np.float32)
-    execute = Workload.from_address(workload).execute
     problems = []
+
+    def execute(*args):
+        return raw.execute(*args)
 
     def attempt(what, ins, outs, num_inputs=None, num_outputs=None):
         message = full_message()
@@ -600,35 +621,32 @@ def _misuse_execute(subject, data, workload, guarded) -> List[str]:
 
 @case("lifecycle.memory-manager-misuse", "LIFE-4", tier="full")
 def _memory_manager_misuse(subject):
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         pointer = raw.memory_manager(instance)
         if pointer is None:
             raise NotSupported("the backend provides no memory manager")
-        manager = MemoryManager.from_address(pointer)
         problems = []
-        try:
+
+        def call(name):
             message = full_message()
-            problem = _refusal_problem("release before any acquire", manager.release(
-                pointer, message.pointer, message.size), message)
+            return raw.manager_call(pointer, name, message.pointer, message.size), message
+        try:
+            problem = _refusal_problem("release before any acquire", *call("release"))
             if problem:
                 problems.append(problem)
-            message = full_message()
-            status = manager.acquire(pointer, message.pointer, message.size)
+            status, message = call("acquire")
             if status != OK:
                 raise Failed(f"the first acquire failed with status {status}: {message.text!r}")
-            message = full_message()
-            problem = _refusal_problem("a second acquire without a release", manager.acquire(
-                pointer, message.pointer, message.size), message)
+            problem = _refusal_problem("a second acquire without a release", *call("acquire"))
             if problem:
                 problems.append(problem)
-            message = full_message()
-            status = manager.release(pointer, message.pointer, message.size)
+            status, message = call("release")
             if status != OK:
                 problems.append(f"release after a refused second acquire failed with status "
                                 f"{status}: {message.text!r}")
         finally:
-            manager.destroy(pointer)
+            raw.manager_call(pointer, "destroy")
         if problems:
             raise Failed("; ".join(problems) + " (expected INVALID_STATE with a reason)")
 
@@ -678,12 +696,13 @@ def _abi_custom_allocator(subject):
     import numpy as np
     allocator = CountingAllocator()
     _ALLOCATORS.append(allocator)
-    with Raw(subject.path) as raw:
+    with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
         use = raw.instance(instance).use_custom_allocator
         if not use:
             raise NotSupported("the backend does not implement use_custom_allocator")
         message = full_message()
+        raw.note("use_custom_allocator")
         status = use(instance, byref(allocator.struct), message.pointer, message.size)
         if status != OK:
             raise NotSupported(f"the backend declines the custom allocator: {message.text!r}")
@@ -691,7 +710,7 @@ def _abi_custom_allocator(subject):
         manager = raw.memory_manager(instance)
         factory = raw.factory(instance, manager)
         if manager:
-            MemoryManager.from_address(manager).acquire(manager, None, 0)
+            raw.manager_call(manager, "acquire")
         try:
             for data, layer in first_of_each_layer(raw, instance):
                 status, workload = raw.create_workload(factory, layer, full_message())
@@ -700,15 +719,14 @@ def _abi_custom_allocator(subject):
                 created += 1
                 inputs = _layer_inputs(data)
                 output = np.empty(layer.prepared.output_shape, np.float32)
-                Workload.from_address(workload).execute(workload, buffers(inputs), len(inputs),
-                                                        buffers([output]), 1, None, 0)
+                raw.execute(workload, buffers(inputs), len(inputs), buffers([output]), 1)
                 raw.destroy_workload(workload)
         finally:
             if manager:
-                MemoryManager.from_address(manager).release(manager, None, 0)
+                raw.manager_call(manager, "release")
             raw.destroy_factory(factory)
             if manager:
-                MemoryManager.from_address(manager).destroy(manager)
+                raw.manager_call(manager, "destroy")
         raw.close()
     objects = f"a workload factory{', a memory manager' if manager else ''} and {created} workloads"
     if allocator.allocations == 0:
@@ -731,8 +749,12 @@ def instance_id(path: str) -> Optional[str]:
         instance = Instance.from_address(pointer)
         try:
             raw_id = instance.get_id(pointer) if instance.get_id else None
-            return ctypes.string_at(raw_id, 257).split(b"\0")[0].decode("ascii", "replace") \
-                if raw_id else None
+            if not raw_id:
+                return None
+            strnlen = ctypes.CDLL(None).strnlen
+            strnlen.argtypes, strnlen.restype = [c_void_p, c_size_t], c_size_t
+            length = strnlen(raw_id, 257)  # never read past the id's NUL
+            return ctypes.string_at(raw_id, length).decode("ascii", "replace")
         finally:
             if instance.destroy:
                 instance.destroy(pointer)
