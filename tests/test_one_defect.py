@@ -50,8 +50,11 @@ def test_each_defect_is_caught_under_the_requirement_its_header_names(stem):
                          ids=["reference"] + list(CORRECT))
 def test_correct_backends_are_conformant_without_a_single_finding(path):
     run = runner.Controller(path, timeout=TIMEOUT).run(runner.select_cases(None))
+    # A speed warning depends on how busy the machine is: benchmarks/bench_kill_rate.py counts
+    # those; here every other finding is a false alarm.
     assert [(r.case.id, r.status, r.message) for r in run.results
-            if r.status not in ("PASS", "NOT_SUPPORTED")] == []
+            if r.status not in ("PASS", "NOT_SUPPORTED")
+            and not (r.status == "WARNING" and REQUIREMENTS[r.case.requirement].warning_only)] == []
     assert run.conformant and not run.blocked
 
 
