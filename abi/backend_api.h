@@ -454,6 +454,61 @@ typedef struct BackendSubgraph {
 #define BACKEND_SUBGRAPH_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendSubgraph, outputs)
 
 /* ========================================================================
+ * Profiling (Backend API 1.2)
+ *
+ * A backend that reports its own timings offers create_profiling_context().
+ * The runtime creates one context per loaded network and backend, hands it
+ * to that network's compiled sub-graphs of the backend
+ * (set_profiling_context), enables it around a profiled execution and then
+ * collects what was recorded into a sink it provides.
+ *
+ * Events name the layers they cover by their BackendSubgraphLayer.id (debug
+ * handles) and are timed on CLOCK_MONOTONIC in nanoseconds, the clock of
+ * Python's time.monotonic_ns(). The runtime checks every event: an unknown
+ * id, an end before its start or a span outside the execution is dropped
+ * with a warning.
+ * ======================================================================== */
+
+/* Provided by the runtime to collect(), valid only during that call.
+   Strings and arrays are borrowed for the call. */
+typedef struct BackendProfilingSink BackendProfilingSink;
+
+struct BackendProfilingSink {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* One timed span covering the layers `layer_ids`. `name` is
+       NUL-terminated (the runtime reads at most 256 bytes). */
+    void (*event)(BackendProfilingSink *self, const char *name,
+                  const uint64_t *layer_ids, uint32_t num_layer_ids,
+                  int64_t start_ns, int64_t end_ns);
+    /* A named counter (bytes moved, MACs, ...), summed by name. */
+    void (*counter)(BackendProfilingSink *self, const char *name, double value);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_PROFILING_SINK_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendProfilingSink, counter)
+
+/* Owned by the runtime from create_profiling_context() on, released with
+   destroy() after every compiled sub-graph it was handed to is destroyed. */
+typedef struct BackendProfilingContext BackendProfilingContext;
+
+struct BackendProfilingContext {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    /* Starts (non-zero) or stops (zero) recording. Disabled when created.
+       Never called during an execute() of a compiled sub-graph holding it. */
+    void (*enable)(BackendProfilingContext *self, int enabled);
+    /* Reports every event and counter recorded since the last collect()
+       to `sink` (borrowed, valid during the call), then forgets them. */
+    void (*collect)(BackendProfilingContext *self, BackendProfilingSink *sink);
+    /* Called exactly once; must not fail. */
+    void (*destroy)(BackendProfilingContext *self);
+    /* Append new members at the end only. */
+};
+
+#define BACKEND_PROFILING_CONTEXT_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendProfilingContext, destroy)
+
+/* ========================================================================
  * Compiled sub-graph (Backend API 1.2)
  *
  * What a backend makes of one or more layers of a sub-graph: opaque to the
@@ -477,10 +532,28 @@ struct BackendCompiledSubgraph {
                              char *message, size_t message_size);
     /* Called exactly once; must not fail. */
     void (*destroy)(BackendCompiledSubgraph *self);
+    /* Optional (NULL: no profiling). The runtime hands over a profiling
+       context this backend's create_profiling_context() made (borrowed: the
+       runtime keeps it alive until this compiled sub-graph is destroyed or
+       the call is repeated), or NULL to stop reporting. While the context is
+       enabled, execute() records its events in it. Never called during
+       execute(). */
+    void (*set_profiling_context)(BackendCompiledSubgraph *self,
+                                  BackendProfilingContext *context);
+    /* Optional (NULL: cannot be serialized). Writes the compiled sub-graph as
+       bytes that load_compiled_subgraph() of the same backend turns into an
+       equivalent compiled sub-graph (identical results), independent of the
+       sub-graph's constant data (the bytes carry what they need). Always sets
+       *size (out) to the number of bytes needed; writes them to `buffer` only
+       when `capacity` is at least that, otherwise returns
+       BACKEND_STATUS_OUT_OF_MEMORY having written nothing. `buffer` may be
+       NULL with `capacity` 0 to ask for the size. */
+    BackendStatus (*serialize)(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
+                               uint64_t *size /* out */, char *message, size_t message_size);
     /* Append new members at the end only. */
 };
 
-#define BACKEND_COMPILED_SUBGRAPH_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendCompiledSubgraph, destroy)
+#define BACKEND_COMPILED_SUBGRAPH_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendCompiledSubgraph, serialize)
 
 /* ========================================================================
  * Optimization views (Backend API 1.2)
@@ -616,12 +689,37 @@ struct BackendInstance {
                                        BackendOptimizationViews *views,
                                        char *message, size_t message_size);
 
+    /* Whether the backend can run on this machine (its device is present,
+       its driver answers): OK when it can; UNSUPPORTED with the reason in
+       `message` when it cannot, and the runtime then skips the backend at
+       load with the reason code backend-unavailable. Called once per load,
+       after the factory probe. Optional: NULL means always available. */
+    BackendStatus (*is_available)(const BackendInstance *self,
+                                  char *message, size_t message_size);
+
+    /* A profiling context in *context (out, owned by the caller; see
+       "Profiling"). Optional: NULL when the backend reports no events. */
+    BackendStatus (*create_profiling_context)(const BackendInstance *self,
+                                              BackendProfilingContext **context /* out */,
+                                              char *message, size_t message_size);
+
+    /* A compiled sub-graph in *compiled (out, owned by the caller) from
+       `size` bytes at `data` (borrowed for the call) that serialize() of this
+       backend wrote. The bytes are untrusted: the backend checks every
+       length and count before use and answers INVALID_ARGUMENT with a
+       message for bytes it cannot use. Optional: NULL when the backend's
+       compiled sub-graphs cannot be serialized. */
+    BackendStatus (*load_compiled_subgraph)(const BackendInstance *self,
+                                            const void *data, uint64_t size,
+                                            BackendCompiledSubgraph **compiled /* out */,
+                                            char *message, size_t message_size);
+
     /* Append new members at the end only. */
 };
 
 #define BACKEND_INSTANCE_SIZE_1_0 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, destroy)
 #define BACKEND_INSTANCE_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, use_custom_allocator)
-#define BACKEND_INSTANCE_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, optimize_subgraph)
+#define BACKEND_INSTANCE_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, load_compiled_subgraph)
 
 /* ========================================================================
  * Entry points

@@ -178,6 +178,20 @@ cdef extern from "backend_api.h" nogil:
         uint32_t reserved
         const uint32_t *outputs
 
+    cdef struct BackendProfilingSink:
+        uint32_t struct_size
+        uint32_t reserved
+        void (*event)(BackendProfilingSink *self, const char *name, const uint64_t *layer_ids,
+                      uint32_t num_layer_ids, int64_t start_ns, int64_t end_ns) noexcept
+        void (*counter)(BackendProfilingSink *self, const char *name, double value) noexcept
+
+    cdef struct BackendProfilingContext:
+        uint32_t struct_size
+        uint32_t reserved
+        void (*enable)(BackendProfilingContext *self, int enabled) noexcept nogil
+        void (*collect)(BackendProfilingContext *self, BackendProfilingSink *sink) noexcept
+        void (*destroy)(BackendProfilingContext *self) noexcept nogil
+
     cdef struct BackendCompiledSubgraph:
         uint32_t struct_size
         uint32_t reserved
@@ -186,6 +200,10 @@ cdef extern from "backend_api.h" nogil:
                                  const BackendBuffer *outputs, uint32_t num_outputs,
                                  char *message, size_t message_size) noexcept nogil
         void (*destroy)(BackendCompiledSubgraph *self) noexcept nogil
+        void (*set_profiling_context)(BackendCompiledSubgraph *self,
+                                      BackendProfilingContext *context) noexcept nogil
+        BackendStatus (*serialize)(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
+                                   uint64_t *size, char *message, size_t message_size) noexcept nogil
 
     cdef struct BackendOptimizationViews:
         uint32_t struct_size
@@ -228,6 +246,15 @@ cdef extern from "backend_api.h" nogil:
                                            const BackendSubgraph *subgraph,
                                            BackendOptimizationViews *views,
                                            char *message, size_t message_size) noexcept nogil
+        BackendStatus (*is_available)(const BackendInstance *self,
+                                      char *message, size_t message_size) noexcept nogil
+        BackendStatus (*create_profiling_context)(const BackendInstance *self,
+                                                  BackendProfilingContext **context,
+                                                  char *message, size_t message_size) noexcept nogil
+        BackendStatus (*load_compiled_subgraph)(const BackendInstance *self,
+                                                const void *data, uint64_t size,
+                                                BackendCompiledSubgraph **compiled,
+                                                char *message, size_t message_size) noexcept nogil
 
     const size_t BACKEND_INSTANCE_SIZE_1_0
     const size_t BACKEND_INSTANCE_SIZE_1_1
@@ -237,6 +264,8 @@ cdef extern from "backend_api.h" nogil:
     const size_t BACKEND_SUBGRAPH_SIZE_1_2
     const size_t BACKEND_COMPILED_SUBGRAPH_SIZE_1_2
     const size_t BACKEND_OPTIMIZATION_VIEWS_SIZE_1_2
+    const size_t BACKEND_PROFILING_SINK_SIZE_1_2
+    const size_t BACKEND_PROFILING_CONTEXT_SIZE_1_2
     const size_t BACKEND_TENSOR_INFO_SIZE_1_1
     const size_t BACKEND_BUFFER_SIZE_1_1
     const size_t BACKEND_LAYER_DESCRIPTION_SIZE_1_1

@@ -19,6 +19,9 @@ cdef extern from *:
     DBK_FEATURE(create_backend_context)
     DBK_FEATURE(use_custom_allocator)
     DBK_FEATURE(optimize_subgraph)
+    DBK_FEATURE(is_available)
+    DBK_FEATURE(create_profiling_context)
+    DBK_FEATURE(load_compiled_subgraph)
     """
     bint dbk_covers_get_capabilities(const abi.BackendInstance *p)
     bint dbk_has_get_capabilities(const abi.BackendInstance *p)
@@ -34,6 +37,12 @@ cdef extern from *:
     bint dbk_has_use_custom_allocator(const abi.BackendInstance *p)
     bint dbk_covers_optimize_subgraph(const abi.BackendInstance *p)
     bint dbk_has_optimize_subgraph(const abi.BackendInstance *p)
+    bint dbk_covers_is_available(const abi.BackendInstance *p)
+    bint dbk_has_is_available(const abi.BackendInstance *p)
+    bint dbk_covers_create_profiling_context(const abi.BackendInstance *p)
+    bint dbk_has_create_profiling_context(const abi.BackendInstance *p)
+    bint dbk_covers_load_compiled_subgraph(const abi.BackendInstance *p)
+    bint dbk_has_load_compiled_subgraph(const abi.BackendInstance *p)
 
 
 cdef class Feature:
@@ -56,6 +65,9 @@ cdef class Feature:
         if self.index == 3: return dbk_covers_create_workload_factory(p)
         if self.index == 4: return dbk_covers_create_backend_context(p)
         if self.index == 5: return dbk_covers_use_custom_allocator(p)
+        if self.index == 7: return dbk_covers_is_available(p)
+        if self.index == 8: return dbk_covers_create_profiling_context(p)
+        if self.index == 9: return dbk_covers_load_compiled_subgraph(p)
         return dbk_covers_optimize_subgraph(p)
 
     cdef bint present(self, const abi.BackendInstance *p):
@@ -65,6 +77,9 @@ cdef class Feature:
         if self.index == 3: return dbk_has_create_workload_factory(p)
         if self.index == 4: return dbk_has_create_backend_context(p)
         if self.index == 5: return dbk_has_use_custom_allocator(p)
+        if self.index == 7: return dbk_has_is_available(p)
+        if self.index == 8: return dbk_has_create_profiling_context(p)
+        if self.index == 9: return dbk_has_load_compiled_subgraph(p)
         return dbk_has_optimize_subgraph(p)
 
     def __repr__(self):
@@ -79,6 +94,9 @@ FEATURES = (
     Feature(4, "create_backend_context", "BackendContext", False, 1),
     Feature(5, "use_custom_allocator", "CustomMemoryAllocator", False, 1),
     Feature(6, "optimize_subgraph", "SubgraphOptimization", False, 2),
+    Feature(7, "is_available", "Availability", False, 2),
+    Feature(8, "create_profiling_context", "Profiling", False, 2),
+    Feature(9, "load_compiled_subgraph", "SerializedSubgraphs", False, 2),
 )
 cdef Feature _GET_CAPABILITIES = FEATURES[0]
 cdef Feature _LAYER_SUPPORT = FEATURES[1]
@@ -87,6 +105,9 @@ cdef Feature _WORKLOAD_FACTORY = FEATURES[3]
 cdef Feature _BACKEND_CONTEXT = FEATURES[4]
 cdef Feature _CUSTOM_ALLOCATOR = FEATURES[5]
 cdef Feature _SUBGRAPH_OPTIMIZATION = FEATURES[6]
+cdef Feature _AVAILABILITY = FEATURES[7]
+cdef Feature _PROFILING = FEATURES[8]
+cdef Feature _SERIALIZED_SUBGRAPHS = FEATURES[9]
 
 
 def skew_detail(uint32_t minor):

@@ -9,6 +9,7 @@ The checks run in the contract's order and the first failure is the reason:
     backend id                                                          -> check_backend_id
     version                                                             -> loader.versions.is_backend_compatible
     factory probe                                                       -> Library.probe_factory
+    availability                                                        -> Library.unavailable_reason
     duplicate id                                                        -> loader.runtime.Runtime
 """
 import logging
@@ -183,6 +184,10 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
         problem = library.probe_factory()
         if problem is not None:
             entry.skip(Reason.FACTORY_FAILED, problem)
+            return None
+        problem = library.unavailable_reason()          # rule 12.6
+        if problem is not None:
+            entry.skip(Reason.BACKEND_UNAVAILABLE, problem)
             return None
         entry.detail = _core.skew_detail(entry.version.minor)  # features an older minor lacks
         accepted, library = library, None

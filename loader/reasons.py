@@ -27,6 +27,7 @@ class Reason(str, Enum):
     INVALID_BACKEND_ID = "invalid-backend-id"
     INCOMPATIBLE_VERSION = "incompatible-version"
     FACTORY_FAILED = "factory-failed"
+    BACKEND_UNAVAILABLE = "backend-unavailable"
     DUPLICATE_BACKEND_ID = "duplicate-backend-id"
 
     def __str__(self) -> str:

@@ -26,4 +26,13 @@ BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendW
 BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSubgraph *subgraph,
                                     BackendOptimizationViews *views, char *message, size_t message_size);
 
+/* Backend API 1.2 profiling and serialized compiled sub-graphs (optimizer.c). */
+typedef struct RefProfiling RefProfiling;
+BackendStatus ref_create_profiling_context(const BackendInstance *self,
+                                           BackendProfilingContext **context, char *message,
+                                           size_t message_size);
+BackendStatus ref_load_compiled_subgraph(const BackendInstance *self, const void *data, uint64_t size,
+                                         BackendCompiledSubgraph **compiled, char *message,
+                                         size_t message_size);
+
 #endif /* REFERENCE_BACKEND_LAYERS_H */

@@ -7,10 +7,15 @@
  * activation in the epilogue of the convolution or GEMM, on each part of the output as soon as
  * it is final, so the intermediate tensors never exist. Every other layer is left untouched
  * (it runs as its own workload); a layer ref_check_layer() refuses is failed with its reason.
+ *
+ * A fused kernel reports one profiling event per execution naming the layers it replaces (their
+ * debug handles) and a "macs" counter, and serializes to self-contained bytes (its geometry and
+ * the constant operands it reads) that ref_load_compiled_subgraph() checks and loads again.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kernels.h"
 #include "layers.h"
@@ -27,6 +32,100 @@ typedef struct Operand {
 
 enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
 
+/* ---- profiling ----------------------------------------------------------------------------- */
+
+#define MAX_PROFILED_EVENTS 65536
+
+typedef struct RefEvent {
+    const char *name;
+    uint64_t layer_ids[3];
+    uint32_t num_layer_ids;
+    int64_t start_ns, end_ns;
+} RefEvent;
+
+/* One per loaded network: the executions of one network never overlap, so no lock. */
+struct RefProfiling {
+    BackendProfilingContext base;       /* first */
+    int enabled;
+    RefEvent *events;
+    size_t count, capacity;
+    double macs;
+};
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void profiling_enable(BackendProfilingContext *self, int enabled)
+{
+    ((RefProfiling *)self)->enabled = enabled != 0;
+}
+
+static void profiling_collect(BackendProfilingContext *self, BackendProfilingSink *sink)
+{
+    RefProfiling *p = (RefProfiling *)self;
+    if (sink != NULL && sink->struct_size >= BACKEND_PROFILING_SINK_SIZE_1_2) {
+        for (size_t i = 0; i < p->count; i++)
+            sink->event(sink, p->events[i].name, p->events[i].layer_ids, p->events[i].num_layer_ids,
+                        p->events[i].start_ns, p->events[i].end_ns);
+        if (p->macs > 0)
+            sink->counter(sink, "macs", p->macs);
+    }
+    p->count = 0;
+    p->macs = 0;
+}
+
+static void profiling_destroy(BackendProfilingContext *self)
+{
+    free(((RefProfiling *)self)->events);
+    free(self);
+}
+
+BackendStatus ref_create_profiling_context(const BackendInstance *self,
+                                           BackendProfilingContext **context, char *message,
+                                           size_t message_size)
+{
+    RefProfiling *p;
+    (void)self;
+    if (context == NULL)
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT, "NULL context");
+    p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    p->base.struct_size = (uint32_t)sizeof p->base;
+    p->base.enable = profiling_enable;
+    p->base.collect = profiling_collect;
+    p->base.destroy = profiling_destroy;
+    *context = &p->base;
+    return BACKEND_STATUS_OK;
+}
+
+static void record_event(RefProfiling *p, const char *name, const uint64_t *ids, uint32_t n,
+                         int64_t start, int64_t end, double macs)
+{
+    if (p->count == p->capacity) {
+        size_t capacity = p->capacity ? 2 * p->capacity : 64;
+        RefEvent *grown;
+        if (capacity > MAX_PROFILED_EVENTS)
+            return;                      /* the rest of a long unprofiled stretch is dropped */
+        grown = realloc(p->events, capacity * sizeof *grown);
+        if (grown == NULL)
+            return;
+        p->events = grown;
+        p->capacity = capacity;
+    }
+    p->events[p->count].name = name;
+    memcpy(p->events[p->count].layer_ids, ids, n * sizeof *ids);
+    p->events[p->count].num_layer_ids = n;
+    p->events[p->count].start_ns = start;
+    p->events[p->count].end_ns = end;
+    p->count++;
+    p->macs += macs;
+}
+
 typedef struct FusedKernel {
     BackendCompiledSubgraph base;       /* first: the runtime sees a BackendCompiledSubgraph */
     BackendLayerType layer_type;
@@ -39,6 +138,10 @@ typedef struct FusedKernel {
     rk_conv_params window;              /* convolutions */
     int64_t channels_out;
     rk_epilogue epilogue;
+    uint64_t layer_ids[3];              /* debug handles of the layers replaced */
+    uint32_t num_layer_ids;
+    RefProfiling *profiling;            /* borrowed, NULL when not profiled */
+    void *owned;                        /* constants copied from serialized bytes, or NULL */
 } FusedKernel;
 
 static int64_t elements(const BackendTensorInfo *info)
@@ -57,6 +160,17 @@ static int same_shape(const BackendTensorInfo *a, const BackendTensorInfo *b)
         if (a->dimensions[d] != b->dimensions[d])
             return 0;
     return 1;
+}
+
+static double fused_macs(const FusedKernel *k)
+{
+    if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED)
+        return (double)k->n * k->k * k->m;
+    if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D)
+        return (double)k->window.n * k->window.oh * k->window.ow * k->channels_out * k->window.kh *
+               k->window.kw * k->window.c;
+    return (double)k->window.n * k->window.oh * k->window.ow * k->channels_out * k->window.kh *
+           k->window.kw;
 }
 
 static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendBuffer *inputs,
@@ -93,6 +207,8 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
                         (unsigned long long)k->output_bytes);
     y = outputs[0].data;
     epilogue.residual = k->has_residual ? operand[OPERAND_RESIDUAL] : NULL;
+    RefProfiling *profiling = k->profiling != NULL && k->profiling->enabled ? k->profiling : NULL;
+    int64_t start = profiling != NULL ? now_ns() : 0;
     switch (k->layer_type) {
     case BACKEND_LAYER_FULLY_CONNECTED:
         failed = rk_fully_connected_fused(operand[OPERAND_X], operand[OPERAND_W],
@@ -113,12 +229,207 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
     if (failed)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
                         "out of memory for the fused kernel's scratch space");
+    if (profiling != NULL)
+        record_event(profiling, k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
+                     : k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "fused Convolution2d"
+                     : "fused DepthwiseConvolution2d",
+                     k->layer_ids, k->num_layer_ids, start, now_ns(), fused_macs(k));
     return BACKEND_STATUS_OK;
 }
 
 static void fused_destroy(BackendCompiledSubgraph *self)
 {
+    free(((FusedKernel *)self)->owned);
     free(self);
+}
+
+static void fused_set_profiling_context(BackendCompiledSubgraph *self,
+                                        BackendProfilingContext *context)
+{
+    ((FusedKernel *)self)->profiling = (RefProfiling *)context;
+}
+
+/* ---- serialized form ------------------------------------------------------------------------
+ * "RKFK", format version, sizeof(FusedKernel), the kernel's fields (pointers zeroed), then for
+ * each operand that is a constant its bytes (Operand.bytes of them). Read back only by this
+ * very build (the runtime checks the backend id and version), and checked field by field. */
+
+#define FORMAT_MAGIC 0x4b464b52u        /* "RKFK" */
+#define FORMAT_VERSION 1u
+#define MAX_DIMENSION ((int64_t)1 << 24)
+#define MAX_OPERAND_BYTES ((uint64_t)1 << 32)
+
+typedef struct FormatHeader {
+    uint32_t magic, version;
+    uint64_t kernel_size;
+} FormatHeader;
+
+static int constant_operand(const FusedKernel *k, int i)
+{
+    if (k->operands[i].input >= 0)
+        return 0;
+    return i == OPERAND_X || i == OPERAND_W || (i == OPERAND_BIAS && k->has_bias) ||
+           (i == OPERAND_RESIDUAL && k->has_residual);
+}
+
+static BackendStatus fused_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
+                                     uint64_t *size, char *message, size_t message_size)
+{
+    FusedKernel *k = (FusedKernel *)self, copy;
+    FormatHeader header = { FORMAT_MAGIC, FORMAT_VERSION, sizeof(FusedKernel) };
+    uint64_t needed = sizeof header + sizeof copy;
+    char *out = buffer;
+    if (size == NULL)
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT, "NULL size");
+    for (int i = 0; i < OPERAND_COUNT; i++)
+        if (constant_operand(k, i))
+            needed += k->operands[i].bytes;
+    *size = needed;
+    if (buffer == NULL || capacity < needed)
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
+                        "%llu bytes are needed", (unsigned long long)needed);
+    memcpy(&copy, k, sizeof copy);
+    memset(&copy.base, 0, sizeof copy.base);
+    copy.profiling = NULL;
+    copy.owned = NULL;
+    copy.epilogue.residual = NULL;
+    for (int i = 0; i < OPERAND_COUNT; i++)
+        copy.operands[i].constant = NULL;
+    memcpy(out, &header, sizeof header);
+    out += sizeof header;
+    memcpy(out, &copy, sizeof copy);
+    out += sizeof copy;
+    for (int i = 0; i < OPERAND_COUNT; i++)
+        if (constant_operand(k, i)) {
+            memcpy(out, k->operands[i].constant, k->operands[i].bytes);
+            out += k->operands[i].bytes;
+        }
+    return BACKEND_STATUS_OK;
+}
+
+static int positive(int64_t v) { return v > 0 && v <= MAX_DIMENSION; }
+static int non_negative(int64_t v) { return v >= 0 && v <= MAX_DIMENSION; }
+
+/* What is wrong with a kernel read from bytes, or NULL: every size the kernels use must follow
+   from the geometry, so that no read or write goes past a buffer. */
+static const char *check_kernel(const FusedKernel *k)
+{
+    uint64_t x, w, bias, out;
+    if (k->has_bias != 0 && k->has_bias != 1)
+        return "bad bias flag";
+    if (k->has_residual != 0 && k->has_residual != 1)
+        return "bad residual flag";
+    if (k->num_inputs > 4 || k->num_layer_ids < 1 || k->num_layer_ids > 3)
+        return "bad counts";
+    if (k->epilogue.function < -1 || k->epilogue.function > 16)
+        return "bad activation";
+    if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED) {
+        if (!positive(k->n) || !positive(k->k) || !positive(k->m) ||
+            (k->transpose_weights != 0 && k->transpose_weights != 1))
+            return "bad FullyConnected geometry";
+        x = (uint64_t)k->n * k->k;
+        w = (uint64_t)k->k * k->m;
+        bias = (uint64_t)k->m;
+        out = (uint64_t)k->n * k->m;
+        if (k->epilogue.ldr != k->m)
+            return "bad epilogue stride";
+    } else if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D ||
+               k->layer_type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D) {
+        const rk_conv_params *p = &k->window;
+        if (!positive(p->n) || !positive(p->h) || !positive(p->w) || !positive(p->c) ||
+            !positive(p->kh) || !positive(p->kw) || !positive(p->stride_h) ||
+            !positive(p->stride_w) || !positive(p->dil_h) || !positive(p->dil_w) ||
+            !non_negative(p->pad_top) || !non_negative(p->pad_bottom) ||
+            !non_negative(p->pad_left) || !non_negative(p->pad_right) ||
+            !positive(p->oh) || !positive(p->ow) || !positive(k->channels_out))
+            return "bad convolution geometry";
+        if (p->oh != (p->h + p->pad_top + p->pad_bottom - p->dil_h * (p->kh - 1) - 1) / p->stride_h + 1 ||
+            p->ow != (p->w + p->pad_left + p->pad_right - p->dil_w * (p->kw - 1) - 1) / p->stride_w + 1)
+            return "output size does not follow from the window";
+        if (k->layer_type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D && k->channels_out % p->c != 0)
+            return "depthwise output channels are not a multiple of the input's";
+        x = (uint64_t)p->n * p->h * p->w * p->c;
+        w = k->layer_type == BACKEND_LAYER_CONVOLUTION2D
+                ? (uint64_t)k->channels_out * p->kh * p->kw * p->c
+                : (uint64_t)p->kh * p->kw * k->channels_out;
+        bias = (uint64_t)k->channels_out;
+        out = (uint64_t)p->n * p->oh * p->ow * k->channels_out;
+        if (k->epilogue.ldr != k->channels_out)
+            return "bad epilogue stride";
+    } else {
+        return "unknown layer type";
+    }
+    if (k->output_bytes != out * 4 || k->operands[OPERAND_X].bytes != x * 4 ||
+        k->operands[OPERAND_W].bytes != w * 4 ||
+        (k->has_bias && k->operands[OPERAND_BIAS].bytes != bias * 4) ||
+        (k->has_residual && k->operands[OPERAND_RESIDUAL].bytes != out * 4))
+        return "operand sizes do not follow from the geometry";
+    for (int i = 0; i < OPERAND_COUNT; i++)
+        if (k->operands[i].input < -1 || k->operands[i].input >= (int32_t)k->num_inputs ||
+            k->operands[i].bytes > MAX_OPERAND_BYTES)
+            return "bad operand";
+    return NULL;
+}
+
+BackendStatus ref_load_compiled_subgraph(const BackendInstance *self, const void *data, uint64_t size,
+                                         BackendCompiledSubgraph **compiled, char *message,
+                                         size_t message_size)
+{
+    FormatHeader header;
+    FusedKernel *k;
+    const char *in = data, *problem;
+    uint64_t rest, constants = 0, used = 0;
+    (void)self;
+    if (compiled == NULL || (data == NULL && size != 0))
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT, "NULL argument");
+    if (size < sizeof header + sizeof *k)
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
+                        "%llu bytes are too few for a compiled sub-graph", (unsigned long long)size);
+    memcpy(&header, in, sizeof header);
+    if (header.magic != FORMAT_MAGIC || header.version != FORMAT_VERSION ||
+        header.kernel_size != sizeof *k)
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
+                        "not a compiled sub-graph of this reference backend build");
+    k = calloc(1, sizeof *k);
+    if (k == NULL)
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    memcpy(k, in + sizeof header, sizeof *k);
+    k->profiling = NULL;
+    k->owned = NULL;
+    problem = check_kernel(k);
+    rest = size - sizeof header - sizeof *k;
+    for (int i = 0; problem == NULL && i < OPERAND_COUNT; i++)
+        if (constant_operand(k, i))
+            constants += k->operands[i].bytes;
+    if (problem == NULL && constants != rest)
+        problem = "the constant data does not have the size the geometry needs";
+    if (problem != NULL) {
+        free(k);
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
+                        "compiled sub-graph bytes: %s", problem);
+    }
+    k->owned = malloc(constants ? constants : 1);
+    if (k->owned == NULL) {
+        free(k);
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
+    memcpy(k->owned, in + sizeof header + sizeof *k, constants);
+    for (int i = 0; i < OPERAND_COUNT; i++) {
+        k->operands[i].constant = NULL;
+        if (constant_operand(k, i)) {
+            k->operands[i].constant = (const float *)((const char *)k->owned + used);
+            used += k->operands[i].bytes;
+        }
+    }
+    k->epilogue.residual = NULL;
+    k->base.struct_size = (uint32_t)sizeof k->base;
+    k->base.reserved = 0;
+    k->base.execute = fused_execute;
+    k->base.destroy = fused_destroy;
+    k->base.set_profiling_context = fused_set_profiling_context;
+    k->base.serialize = fused_serialize;
+    *compiled = &k->base;
+    return BACKEND_STATUS_OK;
 }
 
 /* ---- reading the sub-graph ----------------------------------------------------------------- */
@@ -259,6 +570,8 @@ static int fuse(const BackendSubgraph *g, uint32_t head, char *taken, BackendOpt
     k->base.struct_size = (uint32_t)sizeof k->base;
     k->base.execute = fused_execute;
     k->base.destroy = fused_destroy;
+    k->base.set_profiling_context = fused_set_profiling_context;
+    k->base.serialize = fused_serialize;
     fill_geometry(k, d);
     k->epilogue.function = activation ? (int)activation->function : -1;
     k->epilogue.a = activation ? activation->a : 0.0f;
@@ -276,8 +589,10 @@ static int fuse(const BackendSubgraph *g, uint32_t head, char *taken, BackendOpt
     }
     for (int m = 0; m < count; m++) {
         ids[m] = g->layers[members[m]]->id;
+        k->layer_ids[m] = ids[m];
         taken[members[m]] = 1;
     }
+    k->num_layer_ids = (uint32_t)count;
     output = produced;
     /* Ownership of k passes to the runtime with this call. */
     views->add_substitution(views, ids, (uint32_t)count, inputs, k->num_inputs, &output, 1, &k->base);

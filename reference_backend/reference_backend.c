@@ -209,6 +209,14 @@ static BackendStatus instance_use_custom_allocator(const BackendInstance *self, 
                     "the reference backend allocates its scratch space with malloc");
 }
 
+/* The reference backend needs only a C library and a CPU: it runs wherever it loads. */
+static BackendStatus instance_is_available(const BackendInstance *self, char *message,
+                                           size_t message_size)
+{
+    (void)self, (void)message, (void)message_size;
+    return BACKEND_STATUS_OK;
+}
+
 BACKEND_EXPORT const char *GetBackendId(void)
 {
     return BACKEND_ID;
@@ -237,5 +245,8 @@ BACKEND_EXPORT void *BackendFactory(void)
     instance->create_backend_context = instance_create_backend_context;
     instance->use_custom_allocator = instance_use_custom_allocator;
     instance->optimize_subgraph = ref_optimize_subgraph;
+    instance->is_available = instance_is_available;
+    instance->create_profiling_context = ref_create_profiling_context;
+    instance->load_compiled_subgraph = ref_load_compiled_subgraph;
     return instance;
 }

@@ -39,7 +39,8 @@ def test_reference_capabilities_and_features(backend):
     assert capabilities.missing_because_of_skew == {}
     assert backend.features == {name: True for name in (
         "Capabilities", "LayerSupport", "MemoryManager", "WorkloadFactory", "BackendContext",
-        "CustomMemoryAllocator", "SubgraphOptimization")}
+        "CustomMemoryAllocator", "SubgraphOptimization", "Availability", "Profiling",
+        "SerializedSubgraphs")}
 
 
 def test_support_answers_with_a_reason(backend):
