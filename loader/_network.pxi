@@ -40,6 +40,7 @@ cdef class CompiledSubgraph:
     cdef abi.BackendCompiledSubgraph *_compiled
     cdef Library _library
     cdef object _keep            # the constants the backend may point into
+    cdef object _profiling       # the ProfilingContext handed to it, kept alive
     cdef object __weakref__
 
     def __dealloc__(self):
@@ -57,6 +58,203 @@ cdef class CompiledSubgraph:
     @property
     def closed(self):
         return self._compiled == NULL
+
+    @property
+    def serializable(self):
+        return self._compiled != NULL and _compiled_has_serialize(self._compiled)
+
+    def set_profiling_context(self, ProfilingContext context):
+        """Hand ``context`` (or None) to the compiled sub-graph; kept alive while it is held.
+        False when the compiled sub-graph takes no profiling context."""
+        if self._compiled == NULL or not _compiled_has_set_profiling_context(self._compiled):
+            return False
+        self._compiled.set_profiling_context(
+            self._compiled, NULL if context is None else context._context)
+        self._profiling = context
+        return True
+
+    def serialize(self):
+        """The backend's bytes for this compiled sub-graph (rule 12.8)."""
+        cdef uint64_t size = 0, again = 0
+        cdef char message[MESSAGE_SIZE]
+        cdef abi.BackendStatus status
+        cdef bytearray data
+        cdef char *buffer
+        if self._compiled == NULL:
+            raise _errors.BackendError("the compiled sub-graph was destroyed")
+        if not _compiled_has_serialize(self._compiled):
+            raise _errors.FeatureNotAvailableError(
+                "the backend's compiled sub-graphs cannot be serialized")
+        _clear(message)
+        self._compiled.serialize(self._compiled, NULL, 0, &size, message, MESSAGE_SIZE)
+        if size == 0 or size > MAX_SERIALIZED_BYTES:
+            raise _errors.BackendInternalError(
+                f"serialize: the backend asked for {size} bytes (at most "
+                f"{MAX_SERIALIZED_BYTES} are accepted)")
+        data = bytearray(size)
+        buffer = data
+        _clear(message)
+        status = self._compiled.serialize(self._compiled, buffer, size, &again, message,
+                                          MESSAGE_SIZE)
+        _check(status, message, "serialize")
+        if again != size:
+            raise _errors.BackendInternalError(
+                f"serialize: the backend wrote {again} bytes after asking for {size}")
+        return bytes(data)
+
+
+cdef extern from *:
+    """
+    static int dbk_compiled_has_serialize(const BackendCompiledSubgraph *p)
+    { return BACKEND_STRUCT_HAS(BackendCompiledSubgraph, p, serialize) && p->serialize != NULL; }
+    static int dbk_compiled_has_set_profiling_context(const BackendCompiledSubgraph *p)
+    { return BACKEND_STRUCT_HAS(BackendCompiledSubgraph, p, set_profiling_context)
+             && p->set_profiling_context != NULL; }
+    """
+    bint _compiled_has_serialize "dbk_compiled_has_serialize"(const abi.BackendCompiledSubgraph *p)
+    bint _compiled_has_set_profiling_context "dbk_compiled_has_set_profiling_context"(
+        const abi.BackendCompiledSubgraph *p)
+
+
+cdef enum:
+    MAX_SERIALIZED_BYTES = 1 << 30
+    MAX_EVENT_NAME = 256
+    MAX_PROFILE_RECORDS = 1 << 20
+
+
+# ---------------------------------------------------------------------------------------------
+# Profiling contexts (rule 12.7)
+# ---------------------------------------------------------------------------------------------
+
+cdef struct _Sink:
+    abi.BackendProfilingSink sink           # first: the backend sees a BackendProfilingSink
+    PyObject *records                       # a list, borrowed for the collect() call
+
+
+cdef void _sink_event(abi.BackendProfilingSink *sink, const char *name, const uint64_t *layer_ids,
+                      uint32_t num_layer_ids, int64_t start_ns, int64_t end_ns) noexcept with gil:
+    cdef list records
+    cdef uint32_t i
+    try:
+        records = <list>(<_Sink *>sink).records
+        if len(records) >= MAX_PROFILE_RECORDS:
+            return
+        text = "" if name == NULL else name[:_posix.strnlen(name, MAX_EVENT_NAME)].decode(
+            "utf-8", "replace")
+        if num_layer_ids and layer_ids == NULL:
+            ids = None                       # refused by the runtime's checks
+        else:
+            ids = tuple(layer_ids[i] for i in range(min(num_layer_ids, 1 << 16)))
+        records.append(("event", text, ids, start_ns, end_ns))
+    except BaseException:
+        pass
+
+
+cdef void _sink_counter(abi.BackendProfilingSink *sink, const char *name,
+                        double value) noexcept with gil:
+    cdef list records
+    try:
+        records = <list>(<_Sink *>sink).records
+        if len(records) >= MAX_PROFILE_RECORDS:
+            return
+        text = "" if name == NULL else name[:_posix.strnlen(name, MAX_EVENT_NAME)].decode(
+            "utf-8", "replace")
+        records.append(("counter", text, value))
+    except BaseException:
+        pass
+
+
+@cython.no_gc_clear
+cdef class ProfilingContext:
+    """A backend's BackendProfilingContext for one loaded network (rule 12.7)."""
+    cdef abi.BackendProfilingContext *_context
+    cdef Library _library
+
+    def __dealloc__(self):
+        self._destroy()
+
+    cdef void _destroy(self) noexcept:
+        cdef abi.BackendProfilingContext *context = self._context
+        self._context = NULL
+        if context != NULL:
+            context.destroy(context)
+
+    def close(self):
+        self._destroy()
+
+    def enable(self, bint enabled):
+        if self._context != NULL:
+            self._context.enable(self._context, 1 if enabled else 0)
+
+    def collect(self):
+        """What the backend recorded since the last call: ("event", name, layer ids or None,
+        start_ns, end_ns) and ("counter", name, value) tuples, unchecked."""
+        cdef _Sink sink
+        cdef list records = []
+        if self._context == NULL:
+            return records
+        memset(&sink, 0, sizeof(sink))
+        sink.sink.struct_size = sizeof(abi.BackendProfilingSink)
+        sink.sink.event = _sink_event
+        sink.sink.counter = _sink_counter
+        sink.records = <PyObject *>records
+        self._context.collect(self._context, &sink.sink)
+        return records
+
+
+def create_profiling_context(Backend backend):
+    """The backend's profiling context for one network, or None when it offers none."""
+    cdef abi.BackendInstance *instance
+    cdef abi.BackendProfilingContext *created = NULL
+    cdef char message[MESSAGE_SIZE]
+    cdef ProfilingContext context
+    if not backend._provides(_PROFILING):
+        return None
+    instance = backend._enter_feature(_PROFILING)
+    try:
+        _clear(message)
+        _check(instance.create_profiling_context(instance, &created, message, MESSAGE_SIZE),
+               message, f"backend {backend.id!r}: create_profiling_context")
+    finally:
+        backend._leave()
+    if created == NULL:
+        return None
+    if created.struct_size < abi.BACKEND_PROFILING_CONTEXT_SIZE_1_2 or created.enable == NULL \
+            or created.collect == NULL or created.destroy == NULL:
+        if created.struct_size >= abi.BACKEND_PROFILING_CONTEXT_SIZE_1_2 and created.destroy != NULL:
+            created.destroy(created)
+        raise _errors.BackendInternalError(
+            f"backend {backend.id!r}: create_profiling_context returned a malformed context")
+    context = ProfilingContext.__new__(ProfilingContext)
+    context._context = created
+    context._library = backend._library
+    return context
+
+
+def load_compiled_subgraph(Backend backend, data):
+    """A CompiledSubgraph from bytes serialize() wrote (rule 12.8)."""
+    cdef abi.BackendInstance *instance = backend._enter_feature(_SERIALIZED_SUBGRAPHS)
+    cdef abi.BackendCompiledSubgraph *created = NULL
+    cdef char message[MESSAGE_SIZE]
+    cdef const unsigned char[::1] view = bytes(data)
+    cdef const void *pointer = &view[0] if len(view) else NULL
+    cdef uint64_t size = len(view)
+    cdef abi.BackendStatus status
+    cdef CompiledSubgraph result
+    try:
+        _clear(message)
+        with nogil:
+            status = instance.load_compiled_subgraph(instance, pointer, size, &created, message,
+                                                     MESSAGE_SIZE)
+    finally:
+        backend._leave()
+    _check(status, message, f"backend {backend.id!r}: load_compiled_subgraph")
+    result = _adopt_compiled(created, backend._library, None)
+    if result is None:
+        raise _errors.BackendInternalError(
+            f"backend {backend.id!r}: load_compiled_subgraph returned a malformed compiled "
+            f"sub-graph")
+    return result
 
 
 cdef CompiledSubgraph _adopt_compiled(abi.BackendCompiledSubgraph *compiled, Library library,

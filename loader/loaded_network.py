@@ -7,6 +7,7 @@ the steps, plans the buffers, creates workloads, and tells the backend contexts.
 then only binds the inputs and walks the steps (``_core.Executor``).
 """
 import itertools
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ from loader.errors import (BackendError, BackendNotFoundError, FeatureNotAvailab
 from loader.network import Network
 
 _network_ids = itertools.count(1)
+log = logging.getLogger("loader")
 
 
 class RuntimeNetworks:
@@ -196,7 +198,11 @@ class LoadedNetwork:
         self._executor = None
         self._owned: List[object] = []      # workloads, compiled sub-graphs, factories, managers
         self._managers: List[object] = []
+        self._profilers: Dict[str, object] = {}  # backend id -> ProfilingContext (rule 12.7)
+        self._run_lock = threading.Lock()
         self.last_profile = None
+        self.last_counters: Dict[tuple, float] = {}
+        self.profile_problems: List[str] = []
         instances = {b: runtime.create_backend(b) for b in backend_ids}
         planner = _Planner(network, instances)
         try:
@@ -261,6 +267,18 @@ class LoadedNetwork:
                     self._managers.append(manager)
                 factories[unit.backend] = backend.create_workload_factory(manager)
                 self._owned.append(factories[unit.backend])
+        # Rule 12.7: one profiling context per backend whose compiled sub-graphs take one.
+        for unit in units:
+            if unit.kind != "compiled":
+                continue
+            if unit.backend not in self._profilers:
+                self._profilers[unit.backend] = _core.create_profiling_context(
+                    instances[unit.backend])
+            if self._profilers[unit.backend] is not None:
+                unit.compiled.set_profiling_context(self._profilers[unit.backend])
+        self._profilers = {b: c for b, c in self._profilers.items() if c is not None}
+        self._layer_backend = {i: u.backend for u in units for i in u.layers}
+        self._layer_names = names
         runners = {}
         for unit in units:
             if unit.kind == "workload":
@@ -334,15 +352,23 @@ class LoadedNetwork:
         executor = self._executor
         if executor is None:
             raise BackendError(f"network {self.id} was unloaded; load it again to execute")
-        start = time.monotonic_ns()
-        try:
-            executor.run(arrays + list(produced.values()), bool(profile))
-        except BackendError as error:
-            if self._unloaded:
-                raise BackendError(f"network {self.id} was unloaded; load it again to "
-                                   f"execute") from None
-            raise
-        end = time.monotonic_ns()
+        profilers = self._profilers if profile else {}
+        with self._run_lock:        # a profiling context is never switched during a run
+            for context in profilers.values():
+                context.enable(True)
+            try:
+                start = time.monotonic_ns()
+                executor.run(arrays + list(produced.values()), bool(profile))
+                end = time.monotonic_ns()
+            except BackendError as error:
+                if self._unloaded:
+                    raise BackendError(f"network {self.id} was unloaded; load it again to "
+                                       f"execute") from None
+                raise
+            finally:
+                for context in profilers.values():
+                    context.enable(False)
+            reports = {b: c.collect() for b, c in profilers.items()}
         results, given = {}, dict(zip(self._input_names, arrays))
         for output, tensor in self._outputs:
             if tensor in produced and not any(t is produced[tensor] for t in results.values()):
@@ -351,16 +377,51 @@ class LoadedNetwork:
                 source = produced[tensor] if tensor in produced else given[tensor]
                 results[output] = source.copy()
         if profile:
-            self.last_profile = self._profile(start, end)
+            self.last_profile = self._profile(start, end, reports)
         return results
 
-    def _profile(self, start, end):
-        events = [ProfileEvent("execute", None, tuple(self.assignments), start, end)]
+    def _profile(self, start, end, reports):
+        """The runtime's events (the run, each step) and every backend event that passes the
+        checks of rule 12.7; the others are dropped with a warning."""
+        events = [ProfileEvent("execute", None, tuple(self.assignments), start, end, "runtime")]
         executor = self._executor
         times = executor.step_times() if executor is not None else []
         for step, (s, e) in zip(self.plan, times):
-            events.append(ProfileEvent(step.kind, step.backend, step.layers, s, e))
+            events.append(ProfileEvent(step.kind, step.backend, step.layers, s, e, "runtime"))
+        problems, counters = [], {}
+        for backend_id, records in reports.items():
+            for record in records:
+                if record[0] == "counter":
+                    counters[(backend_id, record[1])] = (counters.get((backend_id, record[1]), 0.0)
+                                                         + record[2])
+                    continue
+                _, name, ids, s, e = record
+                problem = self._event_problem(backend_id, ids, s, e, start, end)
+                if problem is not None:
+                    problems.append(f"backend {backend_id!r} event {name!r}: {problem}")
+                    continue
+                layers = tuple(self._layer_names[i] for i in ids)
+                events.append(ProfileEvent(name or "event", backend_id, layers, s, e, "backend"))
+        for problem in problems[:10]:
+            log.warning("profile of network %d: dropped %s", self.id, problem)
+        if len(problems) > 10:
+            log.warning("profile of network %d: dropped %d more events", self.id,
+                        len(problems) - 10)
+        self.profile_problems = problems
+        self.last_counters = counters
         return events
+
+    def _event_problem(self, backend_id, ids, s, e, start, end):
+        if not ids:
+            return "names no layer" if ids is not None else "NULL layer ids"
+        unknown = [i for i in ids if self._layer_backend.get(i) != backend_id]
+        if unknown:
+            return f"layer ids {unknown[:5]} are not layers this backend runs in the network"
+        if e < s:
+            return f"ends ({e}) before it starts ({s})"
+        if s < start or e > end:
+            return f"[{s}, {e}] lies outside the execution [{start}, {end}]"
+        return None
 
     def save_trace(self, path):
         """Write ``last_profile`` in the Chrome trace event format (Perfetto opens it): one
@@ -368,12 +429,29 @@ class LoadedNetwork:
         if not self.last_profile:
             raise BackendError("no profile yet: execute(..., profile=True) first")
         import json
-        trace = [{"name": f"{e.name} {'+'.join(e.layers)}" if e.backend else e.name,
-                  "cat": e.backend or "runtime", "ph": "X", "pid": 1, "tid": 1,
-                  "ts": e.start_ns / 1000.0, "dur": (e.end_ns - e.start_ns) / 1000.0,
-                  "args": {"layers": list(e.layers)}} for e in self.last_profile]
+        # One track for the runtime's events, one per backend for the events it reported;
+        # a step or backend event is named by the layers it covers.
+        tracks = {"runtime": 1}
+        for e in self.last_profile:
+            if e.source == "backend":
+                tracks.setdefault(e.backend, len(tracks) + 1)
+        trace = [{"name": "thread_name", "ph": "M", "pid": 1, "tid": tid,
+                  "args": {"name": track}} for track, tid in tracks.items()]
+        trace.append({"name": "process_name", "ph": "M", "pid": 1, "tid": 1,
+                      "args": {"name": f"network {self.id}"}})
+        for e in self.last_profile:
+            trace.append({
+                "name": "+".join(e.layers) if e.backend else e.name,
+                "cat": e.backend or "runtime", "ph": "X", "pid": 1,
+                "tid": tracks[e.backend] if e.source == "backend" else 1,
+                "ts": e.start_ns / 1000.0, "dur": (e.end_ns - e.start_ns) / 1000.0,
+                "args": {"event": e.name, "source": e.source, "layers": list(e.layers)}})
+        end = max((e.end_ns for e in self.last_profile), default=0)
+        for (backend_id, name), value in sorted(self.last_counters.items()):
+            trace.append({"name": name, "ph": "C", "pid": 1, "tid": tracks.get(backend_id, 1),
+                          "ts": end / 1000.0, "cat": backend_id, "args": {backend_id: value}})
         with open(path, "w") as f:
-            json.dump({"traceEvents": trace}, f)
+            json.dump({"traceEvents": trace, "displayTimeUnit": "ns"}, f)
 
     # -- unloading ---------------------------------------------------------------------------
 
@@ -385,6 +463,7 @@ class LoadedNetwork:
             executor.close()
         managers, self._managers = self._managers, []
         owned, self._owned = self._owned, []
+        profilers, self._profilers = self._profilers, {}
         try:
             for manager in managers:
                 if manager.acquired:
@@ -392,6 +471,8 @@ class LoadedNetwork:
         finally:
             for thing in reversed(owned):
                 thing.close()
+            for context in profilers.values():      # after the compiled sub-graphs holding it
+                context.close()
             for manager in managers:
                 manager.close()
 
@@ -436,13 +517,16 @@ class LoadedNetwork:
 
 @dataclass(frozen=True)
 class ProfileEvent:
-    """One timed span of an execution: the whole run (backend None) or one step."""
+    """One timed span of an execution: the whole run (backend None), one step (timed by the
+    runtime) or what a backend reported (``source`` "backend", its layers mapped back from
+    their debug handles)."""
 
     name: str
     backend: Optional[str]
     layers: tuple
     start_ns: int
     end_ns: int
+    source: str = "runtime"
 
 
 def load_network(runtime, network, backends=None) -> LoadedNetwork:

@@ -44,6 +44,7 @@ VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlde
          "substitution_wrong_boundary": "MockSubstitutionWrongBoundary",
          "compiled_wrong_result": "MockCompiledWrongResult",
          "compiled_dies_with_instance": "MockCompiledDiesWithInstance",
+         "profiling_bad_events": "MockProfilingBadEvents",
          "factory_missing_required_function": "MockMissingRequired"}
 
 
@@ -192,6 +193,7 @@ def test_scanning_every_mock_at_once_reports_each_reason():
     assert report["registered"] == [
         "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockCompiledDiesWithInstance", "MockCompiledWrongResult",
         "MockMissingRequired", "MockMinorOlder", "MockMinorPrevious", "MockPartial",
+        "MockProfilingBadEvents",
         "MockSubstitutionWrongBoundary", "MockViewsClaimALayerTwice", "MockViewsMissALayer",
         "MockViewsNameALayerNotOffered"]
 
