@@ -52,9 +52,10 @@ def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
     (backend_dir / "README.md").write_text("not a backend")
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
         assert sorted(runtime.backend_ids) == [
-            "CpuRef", "MockAlpha", "MockBeta", "MockCompiledDiesWithInstance",
-            "MockCompiledWrongResult", "MockMinorOlder", "MockMinorPrevious",
-            "MockMissingRequired", "MockPartial", "MockSubstitutionWrongBoundary",
+            "CpuRef", "MockAlpha", "MockAvailabilityFlips", "MockBeta",
+            "MockCompiledDiesWithInstance", "MockCompiledWrongResult", "MockMinorOlder",
+            "MockMinorPrevious", "MockMissingRequired", "MockPartial", "MockProfilingBadEvents",
+            "MockSubstitutionWrongBoundary",
             "MockViewsClaimALayerTwice", "MockViewsMissALayer", "MockViewsNameALayerNotOffered"]
         for backend_id in runtime.backend_ids:
             assert runtime.create_backend(backend_id).id == backend_id
