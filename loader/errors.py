@@ -123,3 +123,9 @@ class InvalidOptimizationError(BackendError):
         self.problems = list(problems)
         super().__init__(f"backend {backend!r} returned invalid optimization views: "
                          + "; ".join(self.problems))
+
+
+class CompiledNetworkError(BackendError, ValueError):
+    """A compiled network file (rule 12.8) that cannot be loaded here: unreadable, truncated,
+    corrupt, or made for a backend that is missing, of another Backend API version, or that
+    cannot load compiled sub-graphs; or a network that cannot be exported."""

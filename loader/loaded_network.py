@@ -165,14 +165,15 @@ class LoadedNetwork:
         raise TypeError("LoadedNetwork objects come from Runtime.load_network")
 
     @classmethod
-    def _create(cls, runtime, network: Network, backends=None) -> "LoadedNetwork":
+    def _create(cls, runtime, network: Network, backends=None, compiled_steps=None
+                ) -> "LoadedNetwork":
         self = object.__new__(cls)
-        self._load(runtime, network, backends)
+        self._load(runtime, network, backends, compiled_steps)
         return self
 
     # -- loading -----------------------------------------------------------------------------
 
-    def _load(self, runtime, network, backend_ids):
+    def _load(self, runtime, network, backend_ids, compiled_steps=None):
         if not isinstance(network, Network):
             raise TypeError(f"load_network takes a loader.Network, not {type(network).__name__}")
         network.check()
@@ -207,7 +208,8 @@ class LoadedNetwork:
         planner = _Planner(network, instances)
         try:
             try:
-                units = planner.plan()
+                units = (planner.plan() if compiled_steps is None
+                         else _units_from_file(planner, compiled_steps))
             except BaseException:
                 for unit in planner.units:      # nothing runs; destroy what was compiled
                     if unit.compiled is not None:
@@ -314,6 +316,8 @@ class LoadedNetwork:
                            [ref(n) for n in step.inputs], [ref(n) for n in step.outputs])
                           for step, k in zip(steps, order)]
         self._executor = _core.Executor(executor_steps, arena, len(slot))
+        self._step_compiled = [units[k].compiled for k in order]
+        self._versions = {b: str(instances[b].version) for b in instances}
         self._input_names = inputs
         self._input_shapes = [self.network.tensor(n).shape for n in inputs]
         self._produced = [(name, self.network.tensor(name).shape) for name in produced]
@@ -453,6 +457,29 @@ class LoadedNetwork:
         with open(path, "w") as f:
             json.dump({"traceEvents": trace, "displayTimeUnit": "ns"}, f)
 
+    # -- the compiled form (rule 12.8) --------------------------------------------------------
+    def export(self, path):
+        """Write the network, its plan and each compiled sub-graph's bytes (with its backend
+        id, Backend API version and a checksum) to ``path``; ``Runtime.load_compiled_network``
+        loads it again without calling any optimizer."""
+        from loader import compiled_network
+        from loader.errors import CompiledNetworkError
+        from loader.versions import BACKEND_API_VERSION
+        if self._unloaded:
+            raise BackendError(f"network {self.id} was unloaded; nothing to export")
+        blobs = []
+        for step, compiled in zip(self.plan, self._step_compiled):
+            if compiled is None:
+                blobs.append(None)
+                continue
+            if not compiled.serializable:
+                raise CompiledNetworkError(
+                    f"backend {step.backend!r} cannot serialize its compiled sub-graphs "
+                    f"(step {'+'.join(step.layers)})")
+            blobs.append((step.backend, compiled.serialize()))
+        compiled_network.write(path, self.network, self.plan, blobs, self._versions,
+                               str(BACKEND_API_VERSION))
+
     # -- unloading ---------------------------------------------------------------------------
 
     def _release(self):
@@ -531,3 +558,71 @@ class ProfileEvent:
 
 def load_network(runtime, network, backends=None) -> LoadedNetwork:
     return LoadedNetwork._create(runtime, network, backends)
+
+
+def _units_from_file(planner: "_Planner", steps) -> List[_Unit]:
+    """The units a compiled network file lists, its compiled sub-graphs created again from
+    their bytes by their backends (no optimizer is called)."""
+    from loader.errors import CompiledNetworkError
+    index = {layer.name: i for i, layer in enumerate(planner.graph.layers)}
+    units: List[_Unit] = []
+    try:
+        for step in steps:
+            backend = planner.backends[step["backend"]]
+            layers = [index[name] for name in step["layers"]]
+            if step["kind"] == "workload":
+                if len(layers) != 1:
+                    raise CompiledNetworkError(f"a workload step with {len(layers)} layers")
+                units.append(_Unit(layers, step["backend"], "workload"))
+                continue
+            if step["api_version"] != str(backend.version):
+                raise CompiledNetworkError(
+                    f"step {'+'.join(step['layers'])} was compiled by {step['backend']!r} "
+                    f"built against Backend API {step['api_version']}; the one registered here "
+                    f"is built against {backend.version}")
+            if not backend.features.get("SerializedSubgraphs"):
+                raise CompiledNetworkError(
+                    f"backend {step['backend']!r} cannot load compiled sub-graphs")
+            try:
+                compiled = _core.load_compiled_subgraph(backend, step["blob"])
+            except BackendError as error:
+                raise CompiledNetworkError(
+                    f"step {'+'.join(step['layers'])}: {error}") from None
+            units.append(_Unit(sorted(layers), step["backend"], "compiled", compiled,
+                               tuple(step["inputs"]), tuple(step["outputs"])))
+        covered = sorted(i for u in units for i in u.layers)
+        if covered != list(range(len(planner.graph.layers))):
+            raise CompiledNetworkError("the plan does not cover every layer exactly once")
+        for unit in units:
+            if unit.kind == "compiled":
+                boundary = planning_boundary(planner.graph, unit.layers)
+                if (set(unit.inputs), set(unit.outputs)) != boundary:
+                    raise CompiledNetworkError(
+                        f"step {'+'.join(planner.graph.layers[i].name for i in unit.layers)}: "
+                        f"its boundary is not the tensors that cross it")
+    except KeyError as error:
+        for unit in units:
+            if unit.compiled is not None:
+                unit.compiled.close()
+        raise CompiledNetworkError(f"the plan names {error} which the network does not have"
+                                   ) from None
+    except BaseException:
+        for unit in units:
+            if unit.compiled is not None:
+                unit.compiled.close()
+        raise
+    planner.units = units
+    return units
+
+
+def planning_boundary(graph, layers):
+    """(inputs, outputs) of a set of layers: non-constant tensors read and not produced
+    inside, and tensors produced inside that are read outside or are network outputs."""
+    inside = set(layers)
+    names = {graph.layers[i].name for i in inside}
+    inputs = {t for i in inside for t in graph.layers[i].inputs
+              if t not in names and t not in graph.constants}
+    read_outside = {t for j, layer in enumerate(graph.layers) if j not in inside
+                    for t in layer.inputs}
+    outputs = {n for n in names if n in read_outside or n in graph.output_tensors}
+    return inputs, outputs

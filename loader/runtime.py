@@ -181,6 +181,23 @@ class Runtime:
         from loader.loaded_network import load_network
         return load_network(self, network, backends)
 
+    def load_compiled_network(self, path):
+        """The network ``LoadedNetwork.export`` wrote, loaded onto the backends named in it
+        with their compiled sub-graphs created again from their bytes (no optimizer call).
+        Raises ``loader.CompiledNetworkError`` saying what is wrong with the file or why a
+        backend cannot take it."""
+        from loader import compiled_network
+        from loader.errors import CompiledNetworkError
+        from loader.loaded_network import LoadedNetwork
+        content = compiled_network.read(path)
+        backends = list(dict.fromkeys(step["backend"] for step in content["steps"]))
+        missing = [b for b in backends if b not in self.backend_ids]
+        if missing:
+            raise CompiledNetworkError(
+                f"{path}: compiled for backend{'s' if len(missing) > 1 else ''} "
+                f"{', '.join(map(repr, missing))}, not registered in this runtime")
+        return LoadedNetwork._create(self, content["network"], backends, content["steps"])
+
     def _network_host(self):
         from loader.loaded_network import RuntimeNetworks
         with self._lock:
