@@ -2,8 +2,10 @@
 backend claims, its optimizer's views must cover them exactly (checked by the loader's own
 ``planning.validate_views``), each substitution must compute what the layers it replaces
 compute, failures must come with reasons and be deterministic, and compiled sub-graphs must
-outlive the instance. A backend without an optimizer (every 1.0 and 1.1 backend) gets
-NOT_SUPPORTED, never FAIL."""
+outlive the instance; where the backend offers them, serialized compiled sub-graphs must load
+again with identical results, profiling events must be well-formed and inside the execution,
+and the availability answer must not change. A backend without an optimizer (every 1.0 and 1.1
+backend) or without the optional member gets NOT_SUPPORTED, never FAIL."""
 import numpy as np
 
 from conformance.cases import Failed, NotSupported, case
@@ -223,3 +225,107 @@ def _net_outlive(subject):
                                  f"computes {name!r} differently once its instance is destroyed")
     if not substituted:
         raise NotSupported("the optimizer substituted nothing in the kit's networks")
+
+
+@case("net.blob-round-trip", "NET-5")
+def _net_blob_round_trip(subject):
+    from loader import _core
+    backend, networks = _networks(subject)
+    if not backend.features.get("SerializedSubgraphs"):
+        raise NotSupported("the backend has no load_compiled_subgraph")
+    checked = 0
+    for seed, net in zip(SEEDS, networks):
+        _, spec, views = _answer(backend, net, own_requirement=False)
+        before = _run_substitutions(net, spec, views, seed, backend=backend)
+        reloaded = []
+        for k, (ids, inputs, outputs, compiled) in enumerate(views.substitutions):
+            if not compiled.serializable:
+                reloaded.append((ids, inputs, outputs, compiled))
+                continue
+            _note(backend, "serialize (compiled sub-graph)")
+            try:
+                blob = compiled.serialize()
+            except Exception as error:
+                raise Failed(f"substitution {k}: serialize failed: {error}")
+            _note(backend, "load_compiled_subgraph")
+            try:
+                again = _core.load_compiled_subgraph(_note(backend, "load_compiled_subgraph"),
+                                                     blob)
+            except Exception as error:
+                raise Failed(f"substitution {k}: its own {len(blob)} bytes were refused: {error}")
+            reloaded.append((ids, inputs, outputs, again))
+            checked += 1
+        views.substitutions[:] = reloaded
+        after = _run_substitutions(net, spec, views, seed, " (loaded from its bytes)",
+                                   backend=backend)
+        for (k, ids, _, first), (_, _, _, second) in zip(before, after):
+            for name in first:
+                if not np.array_equal(first[name], second[name], equal_nan=True):
+                    raise Failed(f"substitution {k} of {[net.layers[i].name for i in ids]} "
+                                 f"computes {name!r} differently once loaded from its bytes")
+    if not checked:
+        raise NotSupported("no compiled sub-graph of the kit's networks serializes")
+
+
+@case("net.profiling-events", "NET-6")
+def _net_profiling_events(subject):
+    import time
+    from loader import _core
+    backend, networks = _networks(subject)
+    if not backend.features.get("Profiling"):
+        raise NotSupported("the backend has no create_profiling_context")
+    reported = 0
+    for seed, net in zip(SEEDS, networks):
+        _, spec, views = _answer(backend, net, own_requirement=False)
+        _note(backend, "create_profiling_context")
+        context = _core.create_profiling_context(_note(backend, "create_profiling_context"))
+        if context is None:
+            raise NotSupported("create_profiling_context gave no context")
+        taken = [i for ids, *_ in views.substitutions for i in ids]
+        for _, _, _, compiled in views.substitutions:
+            compiled.set_profiling_context(context)
+        context.enable(True)
+        start = time.monotonic_ns()
+        _run_substitutions(net, spec, views, seed, " (profiled)", backend=backend)
+        end = time.monotonic_ns()
+        context.enable(False)
+        _note(backend, "collect (profiling context)")
+        records = context.collect()
+        for _, _, _, compiled in views.substitutions:
+            compiled.close()
+        context.close()
+        for record in records:
+            if record[0] != "event":
+                continue
+            _, name, ids, s, e = record
+            reported += 1
+            where = f"event {name!r}"
+            if not ids:
+                raise Failed(f"{where} names no layer")
+            unknown = [i for i in ids if i not in taken]
+            if unknown:
+                raise Failed(f"{where} names layer ids {unknown[:5]} that no substitution "
+                             f"covers")
+            if e < s:
+                raise Failed(f"{where} ends before it starts ({s} > {e})")
+            if s < start or e > end:
+                raise Failed(f"{where} [{s}, {e}] lies outside the execution [{start}, {end}] "
+                             f"on CLOCK_MONOTONIC")
+    if not reported:
+        raise NotSupported("the backend reported no events for the kit's networks")
+
+
+@case("net.availability-deterministic", "NET-7")
+def _net_availability(subject):
+    from loader import _core
+    backend = subject.backend()
+    if not backend.features.get("Availability"):
+        raise NotSupported("the backend has no is_available")
+    answers = []
+    for _ in range(4):
+        answers.append(_core.query_availability(_note(backend, "is_available")))
+    other = subject.backend()
+    answers.append(_core.query_availability(_note(other, "is_available")))
+    if len({ok for ok, _ in answers}) != 1:
+        raise Failed("is_available changed its answer between calls: "
+                     + ", ".join("yes" if ok else f"no ({message})" for ok, message in answers))

@@ -49,5 +49,9 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
     Requirement("NET-2", "each substitution computes what the layers it replaces compute", optional=True),
     Requirement("NET-3", "failed layers come with a reason, the same every time", optional=True),
     Requirement("NET-4", "compiled sub-graphs stay valid after the instance is destroyed", optional=True),
+    Requirement("NET-5", "a serialized compiled sub-graph loads again with identical results",
+                optional=True),
+    Requirement("NET-6", "profiling events are well-formed and inside the execution", optional=True),
+    Requirement("NET-7", "the availability answer is the same on every call", optional=True),
     Requirement("PERF-1", "no layer runs 5x or more slower than the reference backend", warning_only=True),
 ]}

@@ -700,3 +700,24 @@ cdef class Executor:
             for i in range(acquired):
                 PyBuffer_Release(&views[i])
             free(views)
+
+
+def query_availability(Backend backend):
+    """(True, "") when ``backend``'s is_available() says it can run here (or it has none),
+    else (False, its message). Rule 12.6."""
+    cdef abi.BackendInstance *instance
+    cdef char message[MESSAGE_SIZE]
+    cdef abi.BackendStatus status
+    if not backend._provides(_AVAILABILITY):
+        return True, ""
+    instance = backend._enter_feature(_AVAILABILITY)
+    try:
+        _clear(message)
+        with nogil:
+            status = instance.is_available(instance, message, MESSAGE_SIZE)
+    finally:
+        backend._leave()
+    if status == abi.BACKEND_STATUS_OK:
+        return True, ""
+    message[MESSAGE_SIZE - 1] = 0
+    return False, message.decode("utf-8", "replace") if message[0] else f"status {status}"

@@ -52,6 +52,7 @@ BROKEN = {
     "abort_in_support_query": ("SUP-2", {"CRASH"}),
     "crash_in_execute": ("LAYER-1", {"CRASH"}),
     "wrong_convolution": ("LAYER-1", {"FAIL"}),
+    "blob_crashes_on_load": ("NET-5", {"CRASH"}),
 }
 
 CONFORMANT = ["alpha", "minor_older"]

@@ -46,6 +46,7 @@ VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlde
          "compiled_dies_with_instance": "MockCompiledDiesWithInstance",
          "profiling_bad_events": "MockProfilingBadEvents",
          "availability_flips": "MockAvailabilityFlips",
+         "blob_not_round_trip": "MockBlobNotRoundTrip",
          "factory_missing_required_function": "MockMissingRequired"}
 
 
@@ -191,7 +192,8 @@ def test_scanning_every_mock_at_once_reports_each_reason():
     assert by_name[mock_backends.library_name("duplicate_of_alpha")]["reason"] == \
         "duplicate-backend-id"
     assert report["registered"] == [
-        "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockCompiledDiesWithInstance",
+        "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockBlobNotRoundTrip",
+        "MockCompiledDiesWithInstance",
         "MockCompiledWrongResult",
         "MockMissingRequired", "MockMinorOlder", "MockMinorPrevious", "MockPartial",
         "MockProfilingBadEvents",

@@ -52,7 +52,7 @@ def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
     (backend_dir / "README.md").write_text("not a backend")
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
         assert sorted(runtime.backend_ids) == [
-            "CpuRef", "MockAlpha", "MockAvailabilityFlips", "MockBeta",
+            "CpuRef", "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockBlobNotRoundTrip",
             "MockCompiledDiesWithInstance", "MockCompiledWrongResult", "MockMinorOlder",
             "MockMinorPrevious", "MockMissingRequired", "MockPartial", "MockProfilingBadEvents",
             "MockSubstitutionWrongBoundary",
