@@ -209,3 +209,18 @@ def test_every_single_byte_change_to_a_compiled_subgraph_is_loaded_or_refused(ru
     finally:
         backend.close()
     assert refused > 50
+
+
+def test_a_backend_that_cannot_load_compiled_bytes_is_refused(runtime, exported):
+    *_, path = exported
+    rewrite(path, lambda h, rest: [s.update(backend="MockPartial") for s in h["steps"]] and None)
+    with pytest.raises(loader.CompiledNetworkError,
+                       match="'MockPartial' cannot load compiled sub-graphs"):
+        runtime.load_compiled_network(path)
+
+
+def test_a_plan_that_does_not_cover_the_network_is_refused(runtime, exported):
+    *_, path = exported
+    rewrite(path, lambda h, rest: h["steps"].pop(2) and None)          # drop the pool step
+    with pytest.raises(loader.CompiledNetworkError, match="does not cover every layer"):
+        runtime.load_compiled_network(path)
