@@ -584,7 +584,6 @@ int rk_gemm_run(const gemm_op *op)
     atomic_init(&sh.done, 0);
 
     gemm_worker workers[RK_MAX_THREADS];
-    pthread_t tid[RK_MAX_THREADS];
     for (int i = 0; i < nt; i++) {
         workers[i].sh = &sh;
         workers[i].id = i;
@@ -598,15 +597,9 @@ int rk_gemm_run(const gemm_op *op)
         }
     }
     if (nt > 1) {
-        /* A thread that cannot be created simply does not take part: the
-           work is claimed dynamically, so fewer participants stay correct. */
-        int started[RK_MAX_THREADS];
-        for (int i = 1; i < nt; i++)
-            started[i] = pthread_create(&tid[i], NULL, gemm_worker_run, &workers[i]) == 0;
-        gemm_worker_run(&workers[0]);
-        for (int i = 1; i < nt; i++)
-            if (started[i])
-                pthread_join(tid[i], NULL);
+        /* Work is claimed dynamically: a block the pool runs late (or the caller runs after
+           its own) finds nothing left, so any number of participants stays correct. */
+        rk_run_tasks(gemm_worker_run, workers, sizeof(gemm_worker), nt);
         pthread_cond_destroy(&sh.cv);
         pthread_mutex_destroy(&sh.mu);
     } else {

@@ -8,7 +8,8 @@
  * inputs, except: rk_activation and rk_softmax may run in place (y == x), and
  * rk_binary may write over an input that has the full output shape.
  * All functions are reentrant and may be called concurrently from several threads;
- * the heavy ones start up to rk_thread_count() - 1 short-lived pthreads per call.
+ * the heavy ones share their work with a persistent pool of up to rk_thread_count() - 1 threads
+ * (started on first use, joined when the library is unloaded).
  */
 #ifndef RK_KERNELS_H
 #define RK_KERNELS_H

@@ -218,8 +218,8 @@ static inline void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax,
 
 /* ---- threading.c ------------------------------------------------------------------------ */
 
-/* Runs fn on n argument blocks (args + i*stride), n-1 of them on new threads and one on the
-   caller; a block whose thread cannot be created runs on the caller afterwards. */
+/* Runs fn on n argument blocks (args + i*stride): block 0 on the caller, the others on the
+   persistent pool's workers (or on the caller, when no worker is free to take them). */
 void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
 
 /* Threads worth using for `work` units when each thread should get at least

@@ -300,3 +300,51 @@ def test_objects_in_reference_cycles_release_their_handles_before_the_library(ba
     result = subprocess.run([sys.executable, "-c", CYCLES, str(backend_dir)], capture_output=True,
                             text=True, timeout=120, cwd="/")
     assert result.returncode == 0 and "collected" in result.stdout, result.stderr[-2000:]
+
+
+POOL_CYCLES = r"""
+import gc, os, sys
+import numpy as np
+import loader
+sys.path.insert(0, sys.argv[3])
+from helpers import mapped
+
+directory, cycles = sys.argv[1], int(sys.argv[2])
+path = os.path.join(directory, "Reference_CpuRef_backend.so")
+def threads():
+    return len(os.listdir("/proc/self/task"))
+baseline = threads()
+rng = np.random.default_rng(0)
+x = rng.standard_normal((64, 1024), dtype=np.float32)
+w = rng.standard_normal((768, 1024), dtype=np.float32)  # 100 MFLOP: the pool's 4 threads take part
+expected = x @ w.T
+busiest = 0
+for cycle in range(cycles):
+    runtime = loader.Runtime(dynamic_backends_path=directory)
+    backend = runtime.create_backend("CpuRef")
+    [y] = backend.execute("FullyConnected", [x, w])
+    busiest = max(busiest, threads())
+    if cycle == 0:
+        np.testing.assert_allclose(y, expected, rtol=1e-3, atol=1e-2)
+    backend.close()
+    runtime.close()
+    del backend, runtime
+    gc.collect()
+    assert not mapped(path), f"cycle {cycle}: the library is still mapped"
+    assert threads() == baseline, f"cycle {cycle}: {threads()} threads, {baseline} before"
+print(baseline, busiest, threads())
+"""
+
+
+def test_the_kernel_thread_pool_leaves_with_the_library(backend_dir):
+    """1,000 load/use/unload cycles: the pool's workers exist while the library is in use and
+    are all joined when it is unloaded."""
+    install_reference(backend_dir)
+    env = dict(os.environ, REFERENCE_BACKEND_THREADS="4")
+    tests = os.path.dirname(os.path.abspath(__file__))
+    result = subprocess.run([sys.executable, "-c", POOL_CYCLES, str(backend_dir), "1000", tests],
+                            capture_output=True, text=True, timeout=240, env=env)
+    assert result.returncode == 0, result.stderr
+    baseline, busiest, after = map(int, result.stdout.split())
+    assert busiest == baseline + 3, "the workload did not run on the pool"
+    assert after == baseline
