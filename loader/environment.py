@@ -13,11 +13,15 @@ value and what was expected.
 | ``DYNAMIC_BACKEND_PROBE`` | ``isolated`` or ``in-process``: how candidates are first loaded |
 | ``DYNAMIC_BACKEND_PROBE_TIMEOUT`` | seconds an isolated probe may take |
 | ``DYNAMIC_BACKEND_STRICT_PERMISSIONS`` | ``1`` refuses files and directories others can write |
+| ``DYNAMIC_BACKEND_LOAD`` | ``eager`` or ``deferred``: when registered backends are loaded |
 | ``DYNAMIC_BACKEND_DEBUG`` | ``1``/``debug``, ``info``, ``warning``: the ``loader`` log on stderr |
 
 The two path variables choose code to load, so a secure-execution (setuid/setgid) process
 ignores them, as the dynamic linker ignores ``LD_LIBRARY_PATH``; the others can only narrow or
 explain what is loaded and are honoured everywhere.
+
+The backend cache of deferred loading lives in ``$XDG_CACHE_HOME/dynamic-backends`` (an absolute
+``XDG_CACHE_HOME`` only), else ``$HOME/.cache/dynamic-backends``.
 """
 import logging
 import math
@@ -32,11 +36,13 @@ DISABLE = "DYNAMIC_BACKEND_DISABLE"
 PROBE = "DYNAMIC_BACKEND_PROBE"
 PROBE_TIMEOUT = "DYNAMIC_BACKEND_PROBE_TIMEOUT"
 STRICT_PERMISSIONS = "DYNAMIC_BACKEND_STRICT_PERMISSIONS"
+LOAD = "DYNAMIC_BACKEND_LOAD"
 DEBUG = "DYNAMIC_BACKEND_DEBUG"
 
-ALL = (PATHS, ADD_PATHS, SELECT, DISABLE, PROBE, PROBE_TIMEOUT, STRICT_PERMISSIONS, DEBUG)
+ALL = (PATHS, ADD_PATHS, SELECT, DISABLE, PROBE, PROBE_TIMEOUT, STRICT_PERMISSIONS, LOAD, DEBUG)
 
 PROBE_MODES = ("in-process", "isolated")
+LOAD_MODES = ("eager", "deferred")
 
 log = logging.getLogger("loader")
 
@@ -80,6 +86,31 @@ def probe_timeout(environ=None) -> Optional[float]:
         _ignored(PROBE_TIMEOUT, value, "a positive, finite number of seconds")
         return None
     return seconds
+
+
+def load_mode(environ=None) -> Optional[str]:
+    """``DYNAMIC_BACKEND_LOAD``: "eager", "deferred", or None when unset or invalid."""
+    value = _environ(environ).get(LOAD)
+    if value is None:
+        return None
+    mode = value.strip().lower()
+    if mode in LOAD_MODES:
+        return mode
+    _ignored(LOAD, value, "'eager' or 'deferred'")
+    return None
+
+
+def cache_directory(environ=None) -> Optional[str]:
+    """Where the backend cache lives: ``$XDG_CACHE_HOME/dynamic-backends`` when that variable is
+    an absolute path, else ``$HOME/.cache/dynamic-backends``; None without either."""
+    env = _environ(environ)
+    base = env.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        home = env.get("HOME", "")
+        if not os.path.isabs(home):
+            return None
+        base = os.path.join(home, ".cache")
+    return os.path.join(base, "dynamic-backends")
 
 
 def strict_permissions(environ=None) -> Optional[bool]:

@@ -40,6 +40,7 @@ class Entry:
     backend_id: Optional[str] = None
     version: Optional[BackendVersion] = None
     registered: bool = False
+    deferred: bool = False                   # registered from the backend cache, without loading
 
     @property
     def status(self) -> str:
@@ -52,8 +53,9 @@ class Entry:
     def log(self) -> None:
         """One line for the log: WARNING for a skipped candidate, INFO for a registration."""
         if self.registered:
-            log.info("registered backend %r (Backend API %s) from %s", self.backend_id,
-                     self.version, self.canonical)
+            log.info("registered backend %r (Backend API %s) from %s%s", self.backend_id,
+                     self.version, self.canonical,
+                     " (deferred: loaded at first use)" if self.deferred else "")
         elif self.reason is Reason.INVALID_FILENAME:
             log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
         else:
@@ -71,6 +73,7 @@ class Entry:
             "detail": paths.text(self.detail),
             "backend_id": self.backend_id,
             "version": None if self.version is None else str(self.version),
+            "deferred": self.deferred,
         }
         for key in ("file", "canonical"):
             value = result[key]

@@ -11,7 +11,7 @@ import numbers
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from loader import _core, environment, isolation
+from loader import _core, cache as _cache, environment, isolation
 from loader import paths as _paths
 from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
 from loader.filters import backend_filter
@@ -45,6 +45,21 @@ class Runtime:
     ``DYNAMIC_BACKEND_SELECT`` / ``DYNAMIC_BACKEND_DISABLE``; see loader.filters for what they
     match.
 
+    ``load``: ``"eager"`` loads and checks every candidate now; ``"deferred"`` registers a
+    candidate the backend cache (loader.cache) knows, unchanged, under its cached id without
+    loading it, and loads and checks it (every check eager loading makes, in the same order) on
+    the first ``create_backend`` or ``load_network`` that needs it; a candidate the cache does not
+    know is loaded now and recorded. A deferred backend that fails its checks then is skipped
+    with the reason eager loading would have given, and ``BackendNotFoundError`` says so. Report
+    entries say ``"deferred": true`` for registrations made from the cache. None (the default)
+    takes ``DYNAMIC_BACKEND_LOAD``, else eager. The cache is not used in secure execution or
+    strict-permissions mode (everything is then loaded eagerly).
+
+    ``backends``: ids to register (one id as a string, or several); every other candidate is
+    skipped as ``filtered-out``. With deferred loading and a cached record, an unnamed file is
+    never loaded; otherwise a file must be loaded to learn its id, and one providing an unnamed id
+    is closed again at once. None (the default) registers every backend.
+
     ``required_backends``: ids that must register (one id as a string, or several); if any does
     not, the runtime closes again and raises ``MissingBackendsError`` saying why for each.
 
@@ -55,14 +70,17 @@ class Runtime:
 
     def __init__(self, dynamic_backends_path=None, *, probe: Optional[str] = None,
                  probe_timeout: Optional[float] = None, strict_permissions: Optional[bool] = None,
-                 select=None, disable=None, required_backends=()):
+                 select=None, disable=None, required_backends=(), load: Optional[str] = None,
+                 backends=None):
         environment.apply_debug()
         required = _required_ids(required_backends)
-        self._settings = _settings(probe, probe_timeout, strict_permissions)
+        wanted = None if backends is None else set(_required_ids(backends, "backends"))
+        self._settings = _settings(probe, probe_timeout, strict_permissions, load)
         strict = self._settings["strict_permissions"]
         self._lock = threading.RLock()
         self._closed = False
         self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
+        self._failed_deferred: Dict[str, Entry] = {}  # deferred id -> its entry, skipped at first use
         self._networks = None                   # loader.loaded_network.RuntimeNetworks, on first use
         self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict)
         self._notes: List[str] = []
@@ -77,11 +95,15 @@ class Runtime:
                                               strict_permissions=strict)
         self._filter.warn_unmatched()
         timeout = self._settings["probe_timeout"] if self._settings["probe"] == "isolated" else None
+        self._timeout = timeout
+        self._cache = (_cache.open_cache(strict) if self._settings["load"] == "deferred"
+                       else _cache.BackendCache(None))
         with _core.CrashNotes():  # a crash while loading names its file (see _crash_note.pxi)
             for entry in self._entries:  # log each entry as soon as it is decided
                 if entry.reason is None:
-                    self._load(entry, timeout)
+                    self._register(entry, timeout, wanted)
                 entry.log()
+        self._cache.write()
         self._report = self._build_report()
         missing = [backend_id for backend_id in required if backend_id not in self._libraries]
         if missing:
@@ -95,9 +117,37 @@ class Runtime:
         searched = ", ".join(p.path for p in self._search_paths if p.valid) or "no valid path"
         return f"no file on the search paths provides it (searched: {searched})"
 
-    def _load(self, entry: Entry, probe_timeout: Optional[float]) -> None:
+    def _register(self, entry: Entry, probe_timeout: Optional[float], wanted) -> None:
+        """Register one candidate: from the cache when deferred loading knows it, else by
+        loading it now."""
+        identity = _cache.file_identity(entry.canonical) if self._cache.usable else None
+        record = self._cache.lookup(entry.canonical, identity)
+        if record is not None:
+            entry.backend_id, entry.version = record.backend_id, record.version
+            if wanted is not None and record.backend_id not in wanted:
+                entry.skip(Reason.FILTERED_OUT, _not_requested(record.backend_id))
+                return
+            with self._lock:
+                if record.backend_id in self._libraries:
+                    entry.skip(Reason.DUPLICATE_BACKEND_ID,
+                               f"backend id {record.backend_id!r} already registered from "
+                               f"{self._libraries[record.backend_id].path}")
+                    return
+                self._libraries[record.backend_id] = _Deferred(entry)
+            entry.deferred = entry.registered = True
+            entry.detail = _core.skew_detail(record.version.minor)
+            return
+        self._load(entry, probe_timeout, wanted)
+        if entry.registered:
+            self._cache.store(entry.canonical, identity, entry.backend_id, entry.version)
+
+    def _load(self, entry: Entry, probe_timeout: Optional[float], wanted=None) -> None:
         library = load_candidate(entry, probe_timeout)
         if library is None:
+            return
+        if wanted is not None and entry.backend_id not in wanted:
+            library.close()
+            entry.skip(Reason.FILTERED_OUT, _not_requested(entry.backend_id))
             return
         with self._lock:
             if entry.backend_id in self._libraries:
@@ -148,6 +198,9 @@ class Runtime:
 
     def why_not_registered(self, backend_id: str) -> Optional[str]:
         """Why a backend id that was seen during the scan is not registered, or None."""
+        entry = self._failed_deferred.get(backend_id)  # registered from the cache, then failed
+        if entry is not None:
+            return f"{entry.file}: {entry.reason.value} ({entry.detail})"
         for entry in self._entries:
             if entry.backend_id == backend_id and not entry.registered:
                 return f"{entry.file}: {entry.reason.value} ({entry.detail})"
@@ -163,6 +216,8 @@ class Runtime:
                     f"the runtime is closed and holds no backends; create {backend_id!r} before "
                     f"closing it (a backend outlives its runtime)")
             library = self._libraries.get(backend_id)
+            if isinstance(library, _Deferred):
+                library = self._load_deferred(backend_id, library)
         if library is None:
             message = f"no backend {backend_id!r} is registered"
             why = self.why_not_registered(backend_id)
@@ -172,6 +227,31 @@ class Runtime:
                 message += f" (registered: {', '.join(self.backend_ids) or 'none'})"
             raise BackendNotFoundError(message)
         return library.create_backend()
+
+    def _load_deferred(self, backend_id: str, pending: "_Deferred"):
+        """Load and check a deferred backend (lock held): the library, or None with its entry
+        skipped (and its cache record dropped) exactly as eager loading would have skipped it."""
+        entry = pending.entry
+        entry.reason, entry.detail = None, ""
+        with _core.CrashNotes():
+            library = load_candidate(entry, self._timeout)
+        if library is not None and entry.backend_id != backend_id:
+            library.close()
+            library = None
+            entry.skip(Reason.INVALID_BACKEND_ID,
+                       f"the file changed since it was registered as {backend_id!r}: "
+                       f"it now reports {entry.backend_id!r}")
+        if library is None:
+            entry.registered = False
+            self._failed_deferred[backend_id] = entry
+            del self._libraries[backend_id]
+            self._cache.forget(entry.canonical)
+            self._cache.write()
+        else:
+            self._libraries[backend_id] = library
+        entry.log()
+        self._report = self._build_report()
+        return library
 
     # -- networks (CONTRACT-networks section 11) ----------------------------------------------
 
@@ -232,23 +312,40 @@ class Runtime:
         return f"<Runtime {state}>"
 
 
-def _required_ids(required) -> Tuple[str, ...]:
-    """``required_backends`` as a tuple of ids: one string is one id."""
+class _Deferred:
+    """A backend registered from the cache, not loaded yet."""
+
+    __slots__ = ("entry",)
+
+    def __init__(self, entry: Entry):
+        self.entry = entry
+
+    @property
+    def path(self) -> str:
+        return self.entry.canonical
+
+
+def _not_requested(backend_id: str) -> str:
+    return f"backend id {backend_id!r} is not among the requested backends"
+
+
+def _required_ids(required, name: str = "required_backends") -> Tuple[str, ...]:
+    """``required_backends`` (or ``backends``) as a tuple of ids: one string is one id."""
     if isinstance(required, str):
         return (required,)
     try:
         ids = tuple(required)
     except TypeError:
-        raise TypeError(f"required_backends must be a backend id or a list of ids, "
+        raise TypeError(f"{name} must be a backend id or a list of ids, "
                         f"not {type(required).__name__}") from None
     for backend_id in ids:
         if not isinstance(backend_id, str):
-            raise TypeError(f"required_backends must hold backend ids (str), "
+            raise TypeError(f"{name} must hold backend ids (str), "
                             f"not {type(backend_id).__name__}: {backend_id!r}")
     return ids
 
 
-def _settings(probe, probe_timeout, strict_permissions) -> dict:
+def _settings(probe, probe_timeout, strict_permissions, load=None) -> dict:
     """The probing and trust settings: explicit arguments, else the environment, else defaults;
     with where each came from."""
     sources = {}
@@ -278,9 +375,17 @@ def _settings(probe, probe_timeout, strict_permissions) -> dict:
     else:
         raise TypeError(f"strict_permissions must be True or False, "
                         f"not {type(strict_permissions).__name__}")
+    if load is None:
+        load = environment.load_mode()
+        sources["load"] = environment.LOAD if load is not None else DEFAULT
+        load = load or "eager"
+    elif load in environment.LOAD_MODES:
+        sources["load"] = ARGUMENT
+    else:
+        raise ValueError(f"load must be 'eager' or 'deferred', not {load!r}")
     return {"probe": probe,
             "probe_timeout": float(probe_timeout) if probe == "isolated" else None,
-            "strict_permissions": strict_permissions, "sources": sources}
+            "strict_permissions": strict_permissions, "load": load, "sources": sources}
 
 
 def check_probe_timeout(value) -> float:

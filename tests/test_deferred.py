@@ -1,0 +1,283 @@
+"""Deferred loading: backends registered from the per-user backend cache without dlopen, loaded and
+fully checked at first use; the cache's trust rules; ``Runtime(backends=[...])``."""
+import gc
+import json
+import logging
+import os
+
+import numpy as np
+import pytest
+
+import loader
+from loader import cache as backend_cache
+from loader import paths as search_paths
+from helpers import entry_for, install, install_mock, install_reference, mapped
+
+
+@pytest.fixture
+def cache_dir(tmp_path, monkeypatch):
+    """A private XDG cache home; returns the directory the backend cache lives in."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    return tmp_path / "xdg" / "dynamic-backends"
+
+
+def cache_file(cache_dir):
+    return cache_dir / "backends.json"
+
+
+def deferred(directory, **kwargs):
+    return loader.Runtime(dynamic_backends_path=str(directory), load="deferred", **kwargs)
+
+
+def unmapped(path):
+    gc.collect()
+    return not mapped(path)
+
+
+def test_a_cached_backend_registers_without_loading_and_loads_at_first_use(backend_dir, cache_dir):
+    path = install_reference(backend_dir)
+    with deferred(backend_dir) as runtime:  # not cached yet: loaded now, and recorded
+        assert runtime.backend_ids == ["CpuRef"]
+        assert entry_for(runtime.report, path)["deferred"] is False
+    assert unmapped(path)
+    record = json.loads(cache_file(cache_dir).read_text())["files"][path]
+    assert (record["backend_id"], record["version"]) == ("CpuRef", [1, 2])
+
+    with deferred(backend_dir) as runtime:
+        entry = entry_for(runtime.report, path)
+        assert (entry["status"], entry["deferred"], entry["backend_id"]) == \
+            ("registered", True, "CpuRef")
+        assert runtime.backend_ids == ["CpuRef"] and "CpuRef" in runtime
+        assert not mapped(path), "a deferred backend was loaded before it was needed"
+        backend = runtime.create_backend("CpuRef")
+        assert mapped(path)
+        [y] = backend.execute("Activation", [np.array([-1, 2], np.float32)], {"function": "relu"})
+        np.testing.assert_array_equal(y, [0, 2])
+        assert runtime.create_backend("CpuRef").id == "CpuRef"
+    del backend
+    assert unmapped(path)
+
+
+def test_eager_loading_neither_reads_nor_writes_the_cache(backend_dir, cache_dir):
+    install_reference(backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        assert runtime.report["settings"]["load"] == "eager"
+    assert not cache_dir.exists()
+
+
+def test_the_environment_turns_on_deferred_loading(backend_dir, cache_dir, monkeypatch, caplog):
+    path = install_reference(backend_dir)
+    monkeypatch.setenv("DYNAMIC_BACKEND_LOAD", "deferred")
+    for _ in range(2):
+        with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+            settings = runtime.report["settings"]
+            was_deferred = entry_for(runtime.report, path)["deferred"]
+    assert was_deferred and settings["load"] == "deferred"
+    assert settings["sources"]["load"] == "DYNAMIC_BACKEND_LOAD"
+    monkeypatch.setenv("DYNAMIC_BACKEND_LOAD", "lazy")
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+            assert runtime.report["settings"]["load"] == "eager"
+    assert any("DYNAMIC_BACKEND_LOAD" in r.getMessage() for r in caplog.records)
+    with pytest.raises(ValueError, match="load"):
+        loader.Runtime(dynamic_backends_path=str(backend_dir), load="lazy")
+
+
+@pytest.mark.parametrize("change", ["touch", "replace"])
+def test_a_changed_file_is_loaded_eagerly_and_recorded_again(backend_dir, cache_dir, change):
+    path = install_reference(backend_dir, "Vendor_Thing_backend.so")
+    with deferred(backend_dir):
+        pass
+    if change == "touch":
+        st = os.stat(path)
+        os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000_000))
+        expected = "CpuRef"
+    else:
+        os.unlink(path)
+        install_mock("alpha", backend_dir, "Vendor_Thing_backend.so")
+        expected = "MockAlpha"
+    with deferred(backend_dir) as runtime:
+        entry = entry_for(runtime.report, path)
+        assert (entry["deferred"], entry["backend_id"]) == (False, expected)
+        assert runtime.backend_ids == [expected]
+        assert mapped(path)
+    record = json.loads(cache_file(cache_dir).read_text())["files"][path]
+    assert record["backend_id"] == expected and record["ino"] == os.stat(path).st_ino
+    with deferred(backend_dir) as runtime:
+        assert entry_for(runtime.report, path)["deferred"] is True
+
+
+def forge(cache_dir, path, backend_id):
+    """Record ``path`` (as it is now) in the cache as providing ``backend_id``."""
+    c = backend_cache.BackendCache(str(cache_dir))
+    c.read()
+    c.store(path, backend_cache.file_identity(path), backend_id, loader.BackendVersion(1, 2))
+    c.write()
+
+
+@pytest.mark.parametrize("stem, reason", [("factory_returns_null", "factory-failed"),
+                                          ("null_id", "invalid-backend-id"),
+                                          ("major_too_new", "incompatible-version"),
+                                          ("missing_dependency", "missing-dependency")])
+def test_a_deferred_backend_failing_its_checks_is_reported_as_eager_loading_would(
+        backend_dir, cache_dir, stem, reason):
+    """The cache is never trusted: a record claiming a broken file is a backend only defers
+    the checks, which then skip it with eager loading's reason and detail."""
+    path = install_mock(stem, backend_dir)
+    eager = entry_for(loader.Runtime(dynamic_backends_path=str(backend_dir)).report, path)
+    forge(cache_dir, path, "Claimed")
+    with deferred(backend_dir) as runtime:
+        assert runtime.backend_ids == ["Claimed"]
+        with pytest.raises(loader.BackendNotFoundError, match=reason):
+            runtime.create_backend("Claimed")
+        entry = entry_for(runtime.report, path)
+        assert (entry["status"], entry["reason"], entry["detail"]) == \
+            ("skipped", reason, eager["detail"])
+        assert entry["deferred"] is True
+        assert runtime.backend_ids == [] and runtime.report["registered"] == []
+        with pytest.raises(loader.BackendNotFoundError, match=reason):
+            runtime.create_backend("Claimed")
+    assert path not in json.loads(cache_file(cache_dir).read_text())["files"]
+
+
+def test_a_record_naming_another_id_than_the_file_reports_is_refused(backend_dir, cache_dir):
+    path = install_reference(backend_dir)
+    forge(cache_dir, path, "NotCpuRef")
+    with deferred(backend_dir) as runtime:
+        with pytest.raises(loader.BackendNotFoundError, match="invalid-backend-id.*'CpuRef'"):
+            runtime.create_backend("NotCpuRef")
+    assert unmapped(path)
+
+
+@pytest.mark.parametrize("content", [b"", b"{", b"\xff\xfe", b"[]", b'{"format": 1}',
+                                     b"x" * 100])
+def test_a_corrupt_cache_is_ignored_with_a_warning_and_replaced(backend_dir, cache_dir, caplog,
+                                                                content):
+    path = install_reference(backend_dir)
+    cache_dir.mkdir(parents=True, mode=0o700)
+    cache_file(cache_dir).write_bytes(content)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert entry_for(runtime.report, path)["deferred"] is False
+            assert runtime.backend_ids == ["CpuRef"]
+    assert any("backend cache" in r.getMessage() and "ignored" in r.getMessage()
+               for r in caplog.records)
+    assert path in json.loads(cache_file(cache_dir).read_text())["files"]
+
+
+def valid_cache_text(backend_dir, cache_dir):
+    install_reference(backend_dir)
+    with deferred(backend_dir):
+        pass
+    return cache_file(cache_dir).read_text()
+
+
+@pytest.mark.parametrize("damage", ["truncated", "negative inode", "bad id", "bool size",
+                                    "other loader", "relative path"])
+def test_a_malformed_record_invalidates_the_cache(backend_dir, cache_dir, caplog, damage):
+    text = valid_cache_text(backend_dir, cache_dir)
+    document = json.loads(text)
+    [(path, record)] = document["files"].items()
+    if damage == "truncated":
+        text = text[:len(text) // 2]
+    else:
+        if damage == "negative inode":
+            record["ino"] = -1
+        elif damage == "bad id":
+            record["backend_id"] = "has space"
+        elif damage == "bool size":
+            record["size"] = True
+        elif damage == "other loader":
+            document["loader"] = "0.0.0/api-1.0"
+        elif damage == "relative path":
+            document["files"] = {"relative.so": record}
+        text = json.dumps(document)
+    cache_file(cache_dir).write_text(text)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert entry_for(runtime.report, path)["deferred"] is False
+    assert any("backend cache" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_cache_others_can_write_is_refused(backend_dir, cache_dir, caplog, where):
+    valid_cache_text(backend_dir, cache_dir)
+    target = cache_file(cache_dir) if where == "file" else cache_dir
+    os.chmod(target, 0o666 if where == "file" else 0o777)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert runtime.report["entries"][0]["deferred"] is False
+    assert any("writable by others" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the cache to another user")
+def test_a_cache_owned_by_another_user_is_refused(backend_dir, cache_dir, caplog):
+    valid_cache_text(backend_dir, cache_dir)
+    os.chown(cache_file(cache_dir), 12345, 12345)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert runtime.report["entries"][0]["deferred"] is False
+    assert any("owned by uid 12345" in r.getMessage() for r in caplog.records)
+
+
+def test_a_symlinked_cache_is_refused(backend_dir, cache_dir, tmp_path, caplog):
+    text = valid_cache_text(backend_dir, cache_dir)
+    elsewhere = tmp_path / "elsewhere.json"
+    elsewhere.write_text(text)
+    cache_file(cache_dir).unlink()
+    cache_file(cache_dir).symlink_to(elsewhere)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert runtime.report["entries"][0]["deferred"] is False
+    assert any("backend cache" in r.getMessage() for r in caplog.records)
+
+
+def test_no_cache_in_strict_mode_or_secure_execution(backend_dir, cache_dir, monkeypatch):
+    valid_cache_text(backend_dir, cache_dir)
+    os.unlink(cache_file(cache_dir))
+    with deferred(backend_dir, strict_permissions=True) as runtime:
+        assert runtime.report["entries"][0]["deferred"] is False
+    assert not cache_file(cache_dir).exists()
+    monkeypatch.setattr(search_paths, "_force_secure_execution", True)
+    with deferred(backend_dir) as runtime:
+        assert runtime.report["entries"][0]["deferred"] is False
+    assert not cache_file(cache_dir).exists()
+
+
+def test_duplicate_ids_among_deferred_backends(backend_dir, cache_dir):
+    first = install_mock("alpha", backend_dir, "A_First_backend.so")
+    second = install_mock("alpha", backend_dir, "B_Second_backend.so")
+    with deferred(backend_dir):
+        pass
+    with deferred(backend_dir) as runtime:
+        assert runtime.backend_ids == ["MockAlpha"]
+        assert entry_for(runtime.report, second)["reason"] == "duplicate-backend-id"
+        assert first in entry_for(runtime.report, second)["detail"]
+
+
+# -- Runtime(backends=[...]) ---------------------------------------------------------------------
+
+def test_only_the_named_backends_register(backend_dir):
+    install_mock("alpha", backend_dir)
+    beta = install_mock("beta", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir), backends=["MockAlpha"]) as runtime:
+        assert runtime.backend_ids == ["MockAlpha"]
+        entry = entry_for(runtime.report, beta)
+        assert (entry["reason"], entry["backend_id"]) == ("filtered-out", "MockBeta")
+        assert "not among the requested backends" in entry["detail"]
+        assert not mapped(beta)
+    with pytest.raises(TypeError, match="backends"):
+        loader.Runtime(dynamic_backends_path=str(backend_dir), backends=[1])
+
+
+def test_with_the_cache_unnamed_backends_are_never_loaded(backend_dir, cache_dir):
+    reference = install_reference(backend_dir)
+    alpha = install_mock("alpha", backend_dir)
+    with deferred(backend_dir):
+        pass
+    assert unmapped(reference) and unmapped(alpha)
+    with deferred(backend_dir, backends="MockAlpha") as runtime:
+        assert runtime.backend_ids == ["MockAlpha"]
+        assert entry_for(runtime.report, reference)["reason"] == "filtered-out"
+        runtime.create_backend("MockAlpha")
+        assert mapped(alpha) and not mapped(reference)
