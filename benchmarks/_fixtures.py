@@ -103,3 +103,59 @@ def make_backends(directory, count):
         os.chmod(path, 0o755)
         paths.append(path)
     return paths
+
+
+DEPENDENCY_SOURCE = r"""
+#include <time.h>
+/* A driver-like dependency: its constructor takes about 1 ms. */
+__attribute__((constructor)) static void warm_up(void)
+{
+    struct timespec start, now;
+    clock_gettime(CLOCK_MONOTONIC, &start);
+    do
+        clock_gettime(CLOCK_MONOTONIC, &now);
+    while ((now.tv_sec - start.tv_sec) * 1000000000L + (now.tv_nsec - start.tv_nsec) < 1000000L);
+}
+int dependency_value(void) { return 1; }
+"""
+
+
+def make_backends_with_dependencies(directory, count):
+    """``count`` distinct valid backends, each needing its own library (in ``deps/``, found
+    through the backend's $ORIGIN run path) whose constructor spins for about 1 ms. Returns the
+    backend paths."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    deps = os.path.join(directory, "deps")
+    os.makedirs(deps)
+    source = os.path.join(directory, "dep.c")
+    with open(source, "w") as f:
+        f.write(DEPENDENCY_SOURCE)
+    template_dep = os.path.join(deps, "libdepXXXXXXXX.so")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", source, "-o", template_dep], check=True)
+    source = os.path.join(directory, "bench.c")
+    with open(source, "w") as f:
+        f.write(BACKEND_SOURCE.replace("{ *major = BACKEND_API_VERSION_MAJOR;",
+                                       "{ *major = BACKEND_API_VERSION_MAJOR + dependency_value() - 1;")
+                .replace('static const char ID[]', 'int dependency_value(void);\nstatic const char ID[]'))
+    template = os.path.join(directory, "template.so")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-fvisibility=hidden", "-I", loader.get_include(),
+                    source, "-o", template, "-L", deps, "-ldepXXXXXXXX",
+                    "-Wl,-rpath,$ORIGIN/deps"], check=True)
+    with open(template, "rb") as f:
+        image = f.read()
+    with open(template_dep, "rb") as f:
+        dep_image = f.read()
+    for leftover in (source, os.path.join(directory, "dep.c"), template, template_dep):
+        os.unlink(leftover)
+    assert image.count(b"BenchXXXXXXXX") == 1 and image.count(b"libdepXXXXXXXX.so") == 1
+    paths = []
+    for i in range(count):
+        with open(os.path.join(deps, f"libdep{i:08d}.so"), "wb") as f:
+            f.write(dep_image)
+        path = os.path.join(directory, f"Bench_B{i:08d}_backend.so")
+        with open(path, "wb") as f:
+            f.write(image.replace(b"BenchXXXXXXXX", f"Bench{i:08d}".encode())
+                    .replace(b"libdepXXXXXXXX.so", f"libdep{i:08d}.so".encode()))
+        os.chmod(path, 0o755)
+        paths.append(path)
+    return paths

@@ -8,6 +8,14 @@ Every measurement runs in a fresh process (a library already loaded would cost n
 times itself after start-up. The floor is measured twice: in a bare C process, and inside a
 Python process that imported the loader (dlopen itself costs more there, with more libraries
 already loaded). Goal: at most 1.3x the floor per backend.
+
+Then deferred start-up: 200 installed backends, each needing its own library whose constructor
+spins for about 1 ms (as real drivers take time to load), one of them used: the time from
+nothing to a usable backend (Runtime + create_backend) with eager loading, with deferred loading
+(warm backend cache), and the floor of stat-ing the 200 files plus one dlopen
+(floors/stat_dlopen_floor.c). Goals: deferred >= 10x faster than eager, <= 1.5x the floor.
+
+    python benchmarks/bench_loading.py --only p2|deferred
 """
 import argparse
 import os
@@ -18,7 +26,17 @@ import sys
 import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from _fixtures import build_floor, make_backends, run_floor  # noqa: E402
+from _fixtures import (build_floor, make_backends, make_backends_with_dependencies,  # noqa: E402
+                       run_floor)
+
+FIRST_USE = """
+import sys, time, loader
+started = time.perf_counter_ns()
+runtime = loader.Runtime(dynamic_backends_path=sys.argv[1], load=sys.argv[2])
+backend = runtime.create_backend(sys.argv[3])
+elapsed = time.perf_counter_ns() - started
+print(len(runtime.backend_ids), elapsed)
+"""
 
 OURS = """
 import sys, time, loader
@@ -86,12 +104,51 @@ def build_inprocess_floor(directory):
     return library
 
 
+def deferred_start_up(work, repeats, count=200):
+    directory = os.path.join(work, "installed")
+    os.makedirs(directory)
+    paths = make_backends_with_dependencies(directory, count)
+    used = count // 2
+    used_id = f"Bench{used:08d}"
+    floor = build_floor("stat_dlopen_floor", work)
+    env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "cache"))
+    env.pop("DYNAMIC_BACKEND_LOAD", None)
+
+    def first_use(mode):
+        out = subprocess.run([sys.executable, "-c", FIRST_USE, directory, mode, used_id],
+                             capture_output=True, text=True, check=True, cwd="/", env=env).stdout
+        registered, nanoseconds = out.split()
+        assert int(registered) == count, registered
+        return int(nanoseconds) / 1e9
+
+    first_use("deferred")  # fills the backend cache
+    samples = {"eager": [], "deferred": [], "floor": []}
+    for _ in range(repeats):  # interleaved rounds
+        samples["eager"].append(first_use("eager"))
+        samples["deferred"].append(first_use("deferred"))
+        ok, seconds = run_floor(floor, [paths[used], *paths])
+        assert ok == 1
+        samples["floor"].append(seconds)
+    eager, lazy, bound = (statistics.median(samples[k]) for k in ("eager", "deferred", "floor"))
+    print(f"\nDeferred start-up: {count} installed backends (each needing a library whose "
+          f"constructor takes ~1 ms), one used; median of {repeats}")
+    print(f"   eager    {eager * 1e3:9.2f} ms")
+    print(f"   deferred {lazy * 1e3:9.2f} ms   eager/deferred {eager / lazy:6.1f}x  (goal >= 10x)")
+    print(f"   floor    {bound * 1e3:9.2f} ms   deferred/floor {lazy / bound:6.2f}x  "
+          f"(goal <= 1.5x; stat of {count} files + one dlopen)")
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--only", choices=("p2", "deferred"))
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-loading-")
     try:
+        if args.only != "p2":
+            deferred_start_up(work, args.repeats)
+        if args.only == "deferred":
+            return
         floor = build_floor("dlopen_floor", work)
         inprocess = build_inprocess_floor(work)
         print("P2 loading      backends  ours/backend floor/backend in-python-floor ctypes/backend"
