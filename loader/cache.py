@@ -223,12 +223,6 @@ def _read_bounded(path: str) -> bytes:
         os.close(fd)
 
 
-def _uint(value, limit: int, what: str, low: int = 0) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= limit:
-        raise ValueError(f"{what} is not an integer in [{low}, {limit}]")
-    return value
-
-
 def _parse(data: bytes) -> Dict[str, Record]:
     """The records of a cache file; ValueError naming the first problem. Records for a version
     this runtime cannot load are dropped (they would fail their checks anyway)."""
@@ -249,20 +243,27 @@ def _parse(data: bytes) -> Dict[str, Record]:
         raise ValueError("'files' is not an object of at most %d records" % MAX_RECORDS)
     records: Dict[str, Record] = {}
     for canonical, raw in files.items():
-        if not isinstance(raw, dict) or not canonical.startswith("/") or "\0" in canonical:
-            raise ValueError(f"malformed record for {canonical[:200]!r}")
-        identity = tuple([_uint(raw.get(k), _U64, k) for k in ("dev", "ino", "size")] +
-                         [_uint(raw.get(k), _I64, k, -_I64 - 1) for k in ("mtime_ns", "ctime_ns")])
-        raw_id = raw.get("backend_id")
-        if not isinstance(raw_id, str) or not raw_id.isascii():
-            raise ValueError(f"malformed backend id for {canonical[:200]!r}")
-        backend_id, problem = check_backend_id(raw_id.encode("ascii"))
-        if backend_id is None:
+        # json gives int for numbers (bool is its own type): exact type checks are enough
+        try:
+            if type(raw) is not dict or not canonical.startswith("/") or "\0" in canonical:
+                raise ValueError
+            identity = (raw["dev"], raw["ino"], raw["size"], raw["mtime_ns"], raw["ctime_ns"])
+            backend_id, (major, minor) = raw["backend_id"], raw["version"]
+            if not (type(identity[0]) is type(identity[1]) is type(identity[2]) is int
+                    and type(identity[3]) is type(identity[4]) is int
+                    and 0 <= identity[0] <= _U64 and 0 <= identity[1] <= _U64
+                    and 0 <= identity[2] <= _U64 and -_I64 - 1 <= identity[3] <= _I64
+                    and -_I64 - 1 <= identity[4] <= _I64
+                    and type(major) is type(minor) is int
+                    and 0 <= major <= _U32 and 0 <= minor <= _U32
+                    and type(backend_id) is str and backend_id.isascii()):
+                raise ValueError
+        except (KeyError, TypeError, ValueError):
+            raise ValueError(f"malformed record for {canonical[:200]!r}") from None
+        checked, problem = check_backend_id(backend_id.encode("ascii"))
+        if checked is None:
             raise ValueError(f"record for {canonical[:200]!r}: {problem}")
-        version = raw.get("version")
-        if not isinstance(version, list) or len(version) != 2:
-            raise ValueError(f"malformed version for {canonical[:200]!r}")
-        version = BackendVersion(_uint(version[0], _U32, "major"), _uint(version[1], _U32, "minor"))
-        if is_backend_compatible(version, BACKEND_API_VERSION):
-            records[canonical] = Record(identity, backend_id, version)
+        version = BackendVersion._from_checked(major, minor)
+        if is_backend_compatible(version):
+            records[canonical] = Record(identity, checked, version)
     return records

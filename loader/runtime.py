@@ -104,7 +104,8 @@ class Runtime:
                     self._register(entry, timeout, wanted)
                 entry.log()
         self._cache.write()
-        self._report = self._build_report()
+        self._registered = list(self._libraries)  # what the scan registered, for the report
+        self._report: Optional[dict] = None      # built on first use: most runtimes never ask
         missing = [backend_id for backend_id in required if backend_id not in self._libraries]
         if missing:
             self.close()
@@ -164,7 +165,7 @@ class Runtime:
             "api_version": str(BACKEND_API_VERSION),
             "search_paths": [p.to_json() for p in self._search_paths],
             "entries": [e.to_json() for e in self._entries],
-            "registered": list(self._libraries),
+            "registered": list(self._registered),
             "filters": self._filter.to_json(),
             "settings": dict(self._settings),
             "notes": list(self._notes),
@@ -181,6 +182,8 @@ class Runtime:
     @property
     def report(self) -> dict:
         """What the scan found: the same object ``backend-loader scan --json`` prints."""
+        if self._report is None:
+            self._report = self._build_report()
         return self._report
 
     @property
@@ -249,8 +252,10 @@ class Runtime:
             self._cache.write()
         else:
             self._libraries[backend_id] = library
+        if library is None and backend_id in self._registered:
+            self._registered.remove(backend_id)
         entry.log()
-        self._report = self._build_report()
+        self._report = None
         return library
 
     # -- networks (CONTRACT-networks section 11) ----------------------------------------------

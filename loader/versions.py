@@ -39,6 +39,11 @@ class BackendVersion(_Version):
     def _make(cls, iterable):  # also what _replace uses: checked like the constructor
         return cls(*iterable)
 
+    @classmethod
+    def _from_checked(cls, major: int, minor: int) -> "BackendVersion":
+        """A version from two ints already known to be in range (no re-check)."""
+        return tuple.__new__(cls, (major, minor))
+
     def __str__(self) -> str:
         return f"{self.major}.{self.minor}"
 
