@@ -177,7 +177,7 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optio
             entry.skip(Reason.INVALID_BACKEND_ID, problem)
             return None
         entry.backend_id = backend_id
-        entry.version = BackendVersion(*library.read_version())
+        entry.version = BackendVersion._from_checked(*library.read_version())  # two uint32
         if not is_backend_compatible(entry.version, BACKEND_API_VERSION):
             entry.skip(Reason.INCOMPATIBLE_VERSION,
                        f"backend built against Backend API {entry.version}, "
