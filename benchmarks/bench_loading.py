@@ -141,7 +141,9 @@ def deferred_start_up(work, repeats, count=200):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--only", choices=("p2", "deferred"))
+    parser.add_argument("--only", choices=("p2", "deferred"),
+                        help="p2: only the 200-backend row (no growth table); deferred: only "
+                             "the deferred start-up")
     args = parser.parse_args()
     work = tempfile.mkdtemp(prefix="bench-loading-")
     try:
@@ -153,7 +155,7 @@ def main():
         inprocess = build_inprocess_floor(work)
         print("P2 loading      backends  ours/backend floor/backend in-python-floor ctypes/backend"
               "  ours/floor ours/in-python-floor")
-        for count in (200, 10, 100, 1000, 10000):
+        for count in (200,) if args.only == "p2" else (200, 10, 100, 1000, 10000):
             directory = os.path.join(work, f"set-{count}")
             os.makedirs(directory)
             paths = make_backends(directory, count)

@@ -281,3 +281,52 @@ def test_with_the_cache_unnamed_backends_are_never_loaded(backend_dir, cache_dir
         assert entry_for(runtime.report, reference)["reason"] == "filtered-out"
         runtime.create_backend("MockAlpha")
         assert mapped(alpha) and not mapped(reference)
+
+
+def test_load_network_loads_the_deferred_backends_whose_contexts_it_creates(backend_dir,
+                                                                             cache_dir):
+    """Every registered backend's context exists from the first load_network on (networks
+    contract, lifecycle): that loads every deferred backend; Runtime(backends=...) narrows it."""
+    reference = install_reference(backend_dir)
+    alpha = install_mock("alpha", backend_dir)
+    with deferred(backend_dir):
+        pass
+    net = loader.Network()
+    x = net.add_input("x", (2, 3))
+    net.add_output(net.add_layer("Activation", [x], {"function": "relu"}), "y")
+    data = np.array([[-1, 2, -3], [4, -5, 6]], np.float32)
+    with deferred(backend_dir) as runtime:
+        assert not mapped(reference) and not mapped(alpha)
+        with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+            np.testing.assert_array_equal(loaded.execute({"x": data})["y"], np.maximum(data, 0))
+        assert mapped(reference) and mapped(alpha)
+        assert [e["deferred"] for e in runtime.report["entries"]] == [True, True]
+    assert unmapped(reference) and unmapped(alpha)
+    with deferred(backend_dir, backends=["CpuRef"]) as runtime:
+        with runtime.load_network(net) as loaded:
+            np.testing.assert_array_equal(loaded.execute({"x": data})["y"], np.maximum(data, 0))
+        assert mapped(reference) and not mapped(alpha)
+
+
+def test_concurrent_first_uses_load_a_deferred_backend_once(backend_dir, cache_dir, caplog):
+    import threading
+    install_reference(backend_dir)
+    with deferred(backend_dir):
+        pass
+    with deferred(backend_dir) as runtime, caplog.at_level(logging.DEBUG, logger="loader"):
+        results, errors = [], []
+
+        def use():
+            try:
+                results.append(runtime.create_backend("CpuRef"))
+            except Exception as error:  # pragma: no cover - reported below
+                errors.append(error)
+        threads = [threading.Thread(target=use) for _ in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert not errors and len(results) == 8
+        loads = [r for r in caplog.records if r.getMessage().startswith("loading ")]
+        assert len(loads) == 1, "loaded more than once"
+        assert runtime.report["entries"][0]["status"] == "registered"
