@@ -348,3 +348,38 @@ def test_the_kernel_thread_pool_leaves_with_the_library(backend_dir):
     baseline, busiest, after = map(int, result.stdout.split())
     assert busiest == baseline + 3, "the workload did not run on the pool"
     assert after == baseline
+
+
+POOL_FORK = r"""
+import gc, os, sys
+import numpy as np
+import loader
+directory = sys.argv[1]
+rng = np.random.default_rng(1)
+x = rng.standard_normal((64, 1024), dtype=np.float32)
+w = rng.standard_normal((768, 1024), dtype=np.float32)
+runtime = loader.Runtime(dynamic_backends_path=directory)
+backend = runtime.create_backend("CpuRef")
+backend.execute("FullyConnected", [x, w])          # the pool is running
+pid = os.fork()
+if pid == 0:                                        # the child has none of the pool's threads
+    [y] = backend.execute("FullyConnected", [x, w])
+    os._exit(0 if np.allclose(y, x @ w.T, rtol=1e-3, atol=1e-2) else 3)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+backend.close(); runtime.close(); del backend, runtime; gc.collect()
+pid = os.fork()                                     # the library's fork handlers left with it
+if pid == 0:
+    os._exit(0)
+_, status = os.waitpid(pid, 0)
+assert os.waitstatus_to_exitcode(status) == 0, status
+print("ok")
+"""
+
+
+def test_the_kernel_thread_pool_survives_fork(backend_dir):
+    install_reference(backend_dir)
+    env = dict(os.environ, REFERENCE_BACKEND_THREADS="4")
+    result = subprocess.run([sys.executable, "-c", POOL_FORK, str(backend_dir)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
