@@ -15,6 +15,7 @@ FIFO, socket, device or directory) it would block on it or read it, so the backe
 used: the loader never opens a non-regular file. DT_AUXILIARY and DT_FILTER names, which the
 linker also loads, get the same check; their absence is not an error.
 """
+import functools
 import os
 import stat
 import struct
@@ -55,9 +56,10 @@ def _cache_names() -> frozenset:
     return _cache[1]
 
 
+@functools.lru_cache(maxsize=None)
 def _startup_library_path() -> Optional[str]:
     """LD_LIBRARY_PATH as the dynamic linker saw it when the process started (it never reads
-    the variable again, so later changes to os.environ do not count)."""
+    the variable again, so later changes to os.environ do not count; read once)."""
     try:
         with open("/proc/self/environ", "rb") as f:
             for item in f.read().split(b"\0"):
@@ -68,8 +70,12 @@ def _startup_library_path() -> Optional[str]:
         return os.environ.get("LD_LIBRARY_PATH")
 
 
-def _default_dirs(elf_class: int) -> List[str]:
-    multiarch = sysconfig.get_config_var("MULTIARCH")
+@functools.lru_cache(maxsize=None)
+def _default_dirs(elf_class: int) -> Tuple[str, ...]:
+    # sys.implementation._multiarch is what sysconfig's MULTIARCH says, without the ~1 ms
+    # sysconfig takes to load its tables on first use
+    multiarch = (getattr(sys.implementation, "_multiarch", None)
+                 or sysconfig.get_config_var("MULTIARCH"))
     dirs = []
     for prefix in ("/lib", "/usr/lib"):
         if multiarch:
@@ -77,7 +83,7 @@ def _default_dirs(elf_class: int) -> List[str]:
         if elf_class == 2:
             dirs.append(f"{prefix}64")
         dirs.append(prefix)
-    return dirs
+    return tuple(dirs)
 
 
 def _expand(paths: Optional[str], origin: str) -> List[str]:
