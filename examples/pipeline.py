@@ -1,80 +1,62 @@
-"""A small runtime on top of the loader: load the backends on the default search path, give
-each layer of a Conv2d -> ReLU -> Pooling -> FullyConnected -> Softmax network to the first
-backend that supports it, run it on NumPy data and check the result against NumPy.
+"""A network split across two backends with fallback: a small partial backend that takes only
+Convolution2d and some Activations (MockPartial, from mock_backends/) in front of the reference
+backend (CpuRef). Prints the plan and checks the result against NumPy.
 
     python examples/pipeline.py
 """
+import shutil
 import sys
+import tempfile
 
 import numpy as np
 
 import loader
+import mock_backends
+import reference_backend
+from conformance.network_reference import evaluate_network
 
 
-def network(rng):
-    """The layers, each as (layer, descriptor, weights): weights are the inputs after the first."""
-    return [
-        ("Convolution2d", {"stride": [1, 1], "padding": [1, 1, 1, 1]},
-         [rng.standard_normal((8, 3, 3, 3), dtype=np.float32) * 0.2,
-          rng.standard_normal(8, dtype=np.float32) * 0.1]),
-        ("Activation", {"function": "relu"}, []),
-        ("Pooling2d", {"pool": "max", "kernel": [2, 2], "stride": [2, 2]}, []),
-        ("Reshape", {"shape": [2, -1]}, []),
-        ("FullyConnected", {"transpose_weights": True},
-         [rng.standard_normal((10, 8 * 8 * 8), dtype=np.float32) * 0.05,
-          np.zeros(10, dtype=np.float32)]),
-        ("Softmax", {"beta": 1.0}, []),
-    ]
-
-
-def place(backends, layer, inputs, descriptor):
-    """The first backend that supports the layer, with the reasons of those that did not."""
-    refusals = []
-    for backend in backends:
-        try:
-            support = backend.is_layer_supported(layer, inputs, descriptor)
-        except loader.FeatureNotAvailableError as error:
-            refusals.append(f"{backend.id}: {error}")
-            continue
-        if support:
-            return backend, refusals
-        refusals.append(f"{backend.id}: {support.reason}")
-    raise loader.LayerNotSupportedError(f"no backend runs {layer}: " + "; ".join(refusals))
-
-
-def numpy_network(x, layers):
-    """The same network written directly in NumPy."""
-    (_, _, (w, b)), _, _, _, (_, _, (fw, fb)), _ = layers
-    padded = np.pad(x, ((0, 0), (1, 1), (1, 1), (0, 0)))
-    windows = np.lib.stride_tricks.sliding_window_view(padded, (3, 3), axis=(1, 2))
-    y = np.einsum("nhwcij,oijc->nhwo", windows, w) + b
-    y = np.maximum(y, 0)
-    n, h, wd, c = y.shape
-    y = y.reshape(n, h // 2, 2, wd // 2, 2, c).max(axis=(2, 4))
-    y = y.reshape(n, -1) @ fw.T + fb
-    y = np.exp(y - y.max(axis=-1, keepdims=True))
-    return y / y.sum(axis=-1, keepdims=True)
+def build(rng):
+    net = loader.Network()
+    x = net.add_input("image", (1, 16, 16, 3))
+    w1 = net.add_constant("w1", rng.standard_normal((8, 3, 3, 3), dtype=np.float32) * 0.3)
+    w2 = net.add_constant("w2", rng.standard_normal((8, 3, 3, 8), dtype=np.float32) * 0.2)
+    fc = net.add_constant("fc", rng.standard_normal((10, 8 * 8 * 8), dtype=np.float32) * 0.05)
+    y = net.add_layer("Convolution2d", [x, w1], {"padding": 1}, name="conv1")
+    y = net.add_layer("Activation", [y], {"function": "relu"}, name="relu1")
+    y = net.add_layer("Pooling2d", [y], {"pool": "max", "kernel": 2, "stride": 2}, name="pool")
+    y = net.add_layer("Activation", [y], {"function": "leaky_relu", "a": 0.1}, name="leaky")
+    y = net.add_layer("Convolution2d", [y, w2], {"padding": 1}, name="conv2")
+    y = net.add_layer("Activation", [y], {"function": "bounded_relu", "a": 6.0}, name="relu6")
+    y = net.add_layer("Reshape", [y], {"shape": [1, -1]}, name="flatten")
+    y = net.add_layer("FullyConnected", [y, fc], name="classifier")
+    net.add_output(net.add_layer("Softmax", [y], name="softmax"), "scores")
+    return net
 
 
 def main():
     rng = np.random.default_rng(0)
-    layers = network(rng)
-    x = rng.standard_normal((2, 16, 16, 3), dtype=np.float32)
-    with loader.Runtime() as runtime:
-        print(f"backends: {', '.join(runtime.backend_ids) or 'none'}")
-        backends = [runtime.create_backend(backend_id) for backend_id in runtime.backend_ids]
-    activations = x
-    for layer, descriptor, weights in layers:
-        inputs = [activations] + weights
-        backend, refusals = place(backends, layer, inputs, descriptor)
-        for refusal in refusals:
-            print(f"  {layer}: skipped {refusal}")
-        [activations] = backend.execute(layer, inputs, descriptor)
-        print(f"{layer:<16} on {backend.id:<8} -> {list(activations.shape)}")
-    expected = numpy_network(x, layers)
-    error = float(np.max(np.abs(activations - expected)))
-    print(f"max difference from NumPy: {error:.2e}")
-    return 0 if error < 1e-4 else 1
+    net = build(rng)
+    directory = tempfile.mkdtemp()
+    try:
+        shutil.copy(reference_backend.LIBRARY_PATH, directory)
+        shutil.copy(mock_backends.path("partial"), directory)
+        with loader.Runtime(dynamic_backends_path=directory) as runtime:
+            with runtime.load_network(net, backends=["MockPartial", "CpuRef"]) as loaded:
+                for layer, backend in loaded.assignments.items():
+                    why = "; ".join(f"{b}: {r}" for b, r in loaded.declined[layer].items())
+                    print(f"{layer:<11} -> {backend:<12} {('(declined by ' + why + ')') if why else ''}")
+                print()
+                for step in loaded.plan:
+                    print(f"{step.backend:<12} {step.kind:<9} {' + '.join(step.layers)}")
+                image = rng.standard_normal((1, 16, 16, 3), dtype=np.float32)
+                scores = loaded.execute({"image": image})["scores"]
+    finally:
+        shutil.rmtree(directory)
+    expected = evaluate_network(net, {"image": image})["scores"]
+    error = float(np.abs(scores - expected).max())
+    print(f"\nmax |scores - NumPy| = {error:.2e}")
+    return 0 if error < 1e-5 else 1
 
 
 if __name__ == "__main__":

@@ -94,7 +94,7 @@ def test_the_header_compiles_as_cpp_with_c_linkage(backend_dir):
 
 def test_the_embedding_example_runs():
     example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "examples", "pipeline.py")
+                           "examples", "layer_by_layer.py")
     if not os.path.exists(example):
         pytest.skip("examples/ is not beside the tests")
     result = subprocess.run([sys.executable, example], capture_output=True, text=True, cwd="/",

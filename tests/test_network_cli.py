@@ -79,7 +79,7 @@ def test_the_network_example_splits_and_matches_numpy():
     import subprocess
     import sys
     example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
-                           "examples", "network.py")
+                           "examples", "pipeline.py")
     result = subprocess.run([sys.executable, example], capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stdout + result.stderr
