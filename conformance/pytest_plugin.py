@@ -54,8 +54,13 @@ def pytest_addoption(parser):
 
 
 def _defined_option_names(parser):
-    return {name for group in getattr(parser, "_groups", ()) for option in group.options
-            for name in option.names()}
+    # parser.addoption() outside a group lands in the anonymous group, which pytest before 9
+    # keeps apart from _groups.
+    groups = list(getattr(parser, "_groups", ()))
+    anonymous = getattr(parser, "_anonymous", None)
+    if anonymous is not None and anonymous not in groups:
+        groups.append(anonymous)
+    return {name for group in groups for option in group.options for name in option.names()}
 
 
 @pytest.hookimpl(hookwrapper=True)
