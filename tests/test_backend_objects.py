@@ -318,6 +318,7 @@ rng = np.random.default_rng(0)
 x = rng.standard_normal((64, 1024), dtype=np.float32)
 w = rng.standard_normal((768, 1024), dtype=np.float32)  # 100 MFLOP: the pool's 4 threads take part
 expected = x @ w.T
+baseline = threads()  # with NumPy's own threads started
 busiest = 0
 for cycle in range(cycles):
     runtime = loader.Runtime(dynamic_backends_path=directory)
@@ -331,7 +332,8 @@ for cycle in range(cycles):
     del backend, runtime
     gc.collect()
     assert not mapped(path), f"cycle {cycle}: the library is still mapped"
-    assert threads() == baseline, f"cycle {cycle}: {threads()} threads, {baseline} before"
+    # At most the baseline: a thread of the host's own (NumPy's BLAS) may have ended meanwhile.
+    assert threads() <= baseline, f"cycle {cycle}: {threads()} threads, {baseline} before"
 print(baseline, busiest, threads())
 """
 
@@ -346,8 +348,8 @@ def test_the_kernel_thread_pool_leaves_with_the_library(backend_dir):
                             capture_output=True, text=True, timeout=240, env=env)
     assert result.returncode == 0, result.stderr
     baseline, busiest, after = map(int, result.stdout.split())
-    assert busiest == baseline + 3, "the workload did not run on the pool"
-    assert after == baseline
+    assert busiest >= after + 3, "the workload did not run on the pool"
+    assert after <= baseline
 
 
 POOL_FORK = r"""
