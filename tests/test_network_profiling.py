@@ -16,7 +16,7 @@ RNG = np.random.default_rng(11)
 
 
 def two_backend_network():
-    """conv1+relu1 on MockPartial; pool on CpuRef; fc+act2 fused on CpuRef."""
+    """conv1+relu1 on MockPartial; pool, flatten and fc+act2 (fused) in one program on CpuRef."""
     net = loader.Network()
     x = net.add_input("x", (1, 8, 8, 3))
     w1 = net.add_constant("w1", RNG.standard_normal((4, 3, 3, 3)).astype(F))
@@ -57,7 +57,10 @@ def test_backend_events_name_the_layers_they_cover(runtime):
         after = time.monotonic_ns()
         profile = loaded.last_profile
     backend_events = [e for e in profile if e.source == "backend"]
-    assert [(e.backend, e.layers) for e in backend_events] == [("CpuRef", ("fc", "act2"))]
+    # one event per step of CpuRef's program, in execution order
+    assert [(e.backend, e.name, e.layers) for e in backend_events] == [
+        ("CpuRef", "Pooling2d", ("pool",)), ("CpuRef", "Reshape", ("flatten",)),
+        ("CpuRef", "fused FullyConnected", ("fc", "act2"))]
     run = profile[0]
     assert (run.name, run.backend) == ("execute", None)
     for e in profile:
@@ -72,7 +75,7 @@ def test_an_unprofiled_execution_leaves_the_backends_silent(runtime):
         loaded.execute(x)
         assert loaded.last_profile is None
         loaded.execute(x, profile=True)
-        assert len([e for e in loaded.last_profile if e.source == "backend"]) == 1
+        assert len([e for e in loaded.last_profile if e.source == "backend"]) == 3
 
 
 def test_bad_backend_events_are_dropped_with_a_warning(runtime, caplog):
@@ -104,7 +107,7 @@ def test_save_trace_writes_chrome_trace_events(runtime, tmp_path):
     by_track = {}
     for e in spans:
         by_track.setdefault(tracks[e["tid"]], []).append(e["name"])
-    assert by_track["CpuRef"] == ["fc+act2"]
-    assert by_track["runtime"] == ["execute", "conv1+relu1", "pool", "flatten", "fc+act2"]
+    assert by_track["CpuRef"] == ["pool", "flatten", "fc+act2"]
+    assert by_track["runtime"] == ["execute", "conv1+relu1", "pool+flatten+fc+act2"]
     assert all(e["dur"] >= 0 and isinstance(e["ts"], float) for e in spans)
     assert [e["name"] for e in trace["traceEvents"] if e["ph"] == "C"] == ["macs"]

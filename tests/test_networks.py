@@ -176,7 +176,7 @@ def test_a_failed_layer_falls_back_to_the_next_backend(runtime):
     with runtime.load_network(net, backends=["MockPartial", "CpuRef"]) as loaded:
         assert loaded.assignments == {"lonely_relu": "CpuRef"}
         assert "right after its own convolution" in loaded.failed["lonely_relu"]["MockPartial"]
-        assert [(s.backend, s.kind) for s in loaded.plan] == [("CpuRef", "workload")]
+        assert [(s.backend, s.kind) for s in loaded.plan] == [("CpuRef", "compiled")]
         xa = rand(1, 4, 4, 2)
         assert np.array_equal(loaded.execute({"x": xa})["y"], np.maximum(xa, 0))
 
@@ -294,11 +294,61 @@ def test_wrong_inputs_at_execute_raise_network_error(runtime, inputs, message):
 
 # -- planning: buffers are reused ----------------------------------------------------------------
 
-def test_intermediate_buffers_are_reused(runtime):
-    with runtime.load_network(relu_chain(length=6), backends=["CpuRef"]) as loaded:
-        plan = loaded.buffer_plan
-        assert plan.arena_bytes < plan.unshared_bytes
-        assert len(set(plan.offsets.values())) == 2      # ping-pong between two buffers
+def test_intermediate_buffers_between_workloads_are_reused(backend_dir):
+    install_mock("minor_previous", backend_dir)          # no optimizer: one workload per layer
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        with rt.load_network(relu_chain(length=6)) as loaded:
+            assert [s.kind for s in loaded.plan] == ["workload"] * 6
+            plan = loaded.buffer_plan
+            assert plan.arena_bytes < plan.unshared_bytes
+            assert len(set(plan.offsets.values())) == 2  # ping-pong between two buffers
+
+
+def test_the_reference_backend_runs_its_whole_subgraph_as_one_program(runtime):
+    net = conv_network()
+    x = rand(1, 8, 8, 3)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [(s.backend, s.kind, s.layers) for s in loaded.plan] == [
+            ("CpuRef", "compiled", tuple(layer.name for layer in net.layers))]
+        assert loaded.buffer_plan.offsets == {}          # the intermediates live in the program
+        out = loaded.execute({"x": x})
+    assert close(out["y"], evaluate_network(net, {"x": x})["y"])
+
+
+def test_a_program_keeps_an_intermediate_that_is_also_a_network_output(runtime):
+    net = loader.Network()
+    x = net.add_input("x", (2, 6))
+    a = net.add_layer("Activation", [x], {"function": "relu"}, name="relu")
+    b = net.add_layer("Activation", [a], {"function": "sigmoid"}, name="sigmoid")
+    c = net.add_layer("Addition", [a, b], name="add")
+    d = net.add_layer("Multiplication", [c, x], name="mul")
+    net.add_output(a, "a")
+    net.add_output(d, "d")
+    xa = rand(2, 6)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [s.kind for s in loaded.plan] == ["compiled"]
+        out = loaded.execute({"x": xa})
+    want = evaluate_network(net, {"x": xa})
+    assert close(out["a"], want["a"]) and close(out["d"], want["d"])
+
+
+def test_a_long_chain_in_one_program_matches_numpy(runtime):
+    """Many short-lived intermediates share the program's arena: a wrong overlap shows here."""
+    net = loader.Network()
+    x = net.add_input("x", (3, 7))
+    t, keep = x, []
+    for i in range(12):
+        t = net.add_layer("Activation", [t], {"function": "tanh" if i % 2 else "sigmoid"},
+                          name=f"act{i}")
+        keep.append(t)
+        if i >= 3:
+            t = net.add_layer("Addition", [t, keep[i - 3]], name=f"skip{i}")
+    net.add_output(t, "y")
+    xa = rand(3, 7)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [s.kind for s in loaded.plan] == ["compiled"]
+        out = loaded.execute({"x": xa})
+    assert close(out["y"], evaluate_network(net, {"x": xa})["y"])
 
 
 # -- rule 12.9: thread safety --------------------------------------------------------------------
