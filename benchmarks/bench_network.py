@@ -8,17 +8,19 @@ The network (NHWC float32): input 1 x SIZE x SIZE x CHANNELS, 3x3 convolution + 
 BLOCKS blocks of depthwise 3x3 + ReLU and pointwise 1x1 + ReLU (the second block of each pair
 strided 2), average pooling over what is left, FullyConnected to 1000 classes, Softmax. Run:
 
-  (a) load_network on CpuRef: the optimizer fuses each convolution with its ReLU
+  (a) load_network on CpuRef: the optimizer compiles the whole network into one program (one
+      call), each convolution fused with its ReLU, intermediates in one planned arena
   (b) the same layers without fusion: every convolution's output is also a network output, so
-      nothing can fuse and each layer is its own workload step
+      nothing can fuse; still one program, each layer a step of its own
   (c) one Workload per layer driven from a Python loop through backend.execute
   (d) ONNX Runtime (CPU) on the same network exported as ONNX (needs the optional extra
       ``bench``: pip install '.[bench]'; skipped with a message without it)
   (e) NumPy (float32, im2col-free: einsum over shifted views)
 
-and print each one's time and its throughput relative to (a). Then the runtime's own time per
-layer: a chain of LAYERS cheap Activation workloads on a 1x16 tensor, where everything outside
-the backend calls (CLOCK_MONOTONIC spans the executor records) is the runtime's.
+and print each one's time and its throughput relative to (a). Then the cost per layer: a chain
+of LAYERS cheap Activation layers on a 1x16 tensor (one program on CpuRef) against a chain of
+one, and the runtime's own time, everything outside the backend call (CLOCK_MONOTONIC spans
+the executor records).
 """
 import argparse
 import os
@@ -193,7 +195,7 @@ def overhead_per_layer(runtime, layers, repeats):
     x = np.random.default_rng(0).standard_normal((1, 16)).astype(F)
     calls = 2000
     with runtime.load_network(net, backends=["CpuRef"]) as loaded:
-        assert [s.kind for s in loaded.plan] == ["workload"] * layers
+        assert [s.kind for s in loaded.plan] == ["compiled"]
         seconds = interleaved({"execute": per_call(lambda: loaded.execute({"x": x}), calls)},
                               repeats=repeats)["execute"]
         spans = []
@@ -222,7 +224,7 @@ def main():
     runtime = loader.Runtime()
     fused = runtime.load_network(net, backends=["CpuRef"])
     plain = runtime.load_network(plain_net, backends=["CpuRef"])
-    assert {s.kind for s in plain.plan} == {"workload"}
+    assert [s.kind for s in plain.plan] == ["compiled"]
     kinds = [s.kind for s in fused.plan]
 
     backend = runtime.create_backend("CpuRef")
@@ -274,10 +276,13 @@ def main():
     execute_ns, backend_ns = overhead_per_layer(runtime, args.layers, args.repeats)
     one_execute, one_backend = overhead_per_layer(runtime, 1, args.repeats)
     own, fixed = execute_ns - backend_ns, one_execute - one_backend
-    print(f"runtime's own time: {args.layers} cheap layers, execute {execute_ns / 1e3:.2f} us, "
-          f"in backend calls {backend_ns / 1e3:.2f} us -> {own / args.layers:.0f} ns per layer "
-          f"with the fixed cost spread, {(own - fixed) / (args.layers - 1):.0f} ns per extra "
-          f"layer (fixed cost per execute {fixed / 1e3:.2f} us)")
+    print(f"{args.layers} cheap layers: execute {execute_ns / 1e3:.2f} us, in the backend call "
+          f"{backend_ns / 1e3:.2f} us; 1 layer: execute {one_execute / 1e3:.2f} us, in the "
+          f"backend call {one_backend / 1e3:.2f} us")
+    print(f"  per extra layer: {(execute_ns - one_execute) / (args.layers - 1):.0f} ns "
+          f"(in the backend call, profiled: {(backend_ns - one_backend) / (args.layers - 1):.0f} ns); "
+          f"the runtime's own time per execute {own / 1e3:.2f} us ({fixed / 1e3:.2f} us for "
+          f"1 layer)")
     fused.unload()
     plain.unload()
     backend.close()
