@@ -54,6 +54,11 @@ cdef class CompiledSubgraph:
 
     def close(self):
         self._destroy()
+        # Destroyed: nothing it held is needed any more, not even its library, which may now be
+        # unloaded although this object lives on.
+        self._library = None
+        self._keep = None
+        self._profiling = None
 
     @property
     def closed(self):
