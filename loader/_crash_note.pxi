@@ -9,21 +9,22 @@
 # with write(2) only (async-signal-safe), puts back the handler it replaced and re-raises, so the
 # process still dies of the same signal (and faulthandler or a host's own handler still runs).
 # Notes are opened and closed with the GIL held, which serializes them. A scan holds the handler
-# for all its loads (CrashNotes), so each note costs no system call beyond gettid.
+# for all its loads (CrashNotes), so a note costs no system call: the owner is pthread_self(),
+# and one note covers a whole load, its stage moved along as the load goes.
 
 cdef extern from *:
     """
     #include <signal.h>
     #include <stdlib.h>
     #include <string.h>
+    #include <pthread.h>
     #include <unistd.h>
-    #include <sys/syscall.h>
 
     #define DBK_NOTE_SLOTS 8
     #define DBK_NOTE_PATH 4096
 
     typedef struct {
-        long tid;                   /* 0: free */
+        unsigned long owner;        /* pthread_self() of the loading thread; 0: free */
         const char *stage;          /* a string literal */
         char path[DBK_NOTE_PATH];
     } dbk_crash_note;
@@ -62,15 +63,15 @@ cdef extern from *:
     /* Writes the note of the calling thread, if it has one open. */
     static void dbk_write_note(const char *what)
     {
-        long tid = syscall(SYS_gettid);
+        unsigned long self = (unsigned long)pthread_self();
         for (int i = 0; i < DBK_NOTE_SLOTS; i++) {
-            if (__atomic_load_n(&dbk_notes[i].tid, __ATOMIC_ACQUIRE) == tid) {
+            if (__atomic_load_n(&dbk_notes[i].owner, __ATOMIC_ACQUIRE) == self) {
                 dbk_write("backend-loader: ");
                 dbk_write(what);
                 dbk_write(" while loading ");
                 dbk_write(dbk_notes[i].path);
                 dbk_write(" (in ");
-                dbk_write(dbk_notes[i].stage);
+                dbk_write(__atomic_load_n(&dbk_notes[i].stage, __ATOMIC_ACQUIRE));
                 dbk_write("): rerun with --isolated (backend-loader scan --isolated), or set "
                           "DYNAMIC_BACKEND_PROBE=isolated, to load each backend in a child "
                           "process first and skip those that crash or exit\\n");
@@ -128,27 +129,38 @@ cdef extern from *:
     static int dbk_note_open(const char *path, const char *stage)
     {
         for (int slot = 0; slot < DBK_NOTE_SLOTS; slot++) {
-            if (dbk_notes[slot].tid != 0)
+            size_t length;
+            if (dbk_notes[slot].owner != 0)
                 continue;
-            strncpy(dbk_notes[slot].path, path, DBK_NOTE_PATH - 1);
-            dbk_notes[slot].path[DBK_NOTE_PATH - 1] = 0;
+            length = strnlen(path, DBK_NOTE_PATH - 1);
+            memcpy(dbk_notes[slot].path, path, length);
+            dbk_notes[slot].path[length] = 0;
             dbk_notes[slot].stage = stage;
-            __atomic_store_n(&dbk_notes[slot].tid, (long)syscall(SYS_gettid), __ATOMIC_RELEASE);
+            __atomic_store_n(&dbk_notes[slot].owner, (unsigned long)pthread_self(),
+                             __ATOMIC_RELEASE);
             dbk_hold_handler();
             return slot;
         }
         return -1;  /* more threads loading at once than slots: no note, nothing else changes */
     }
 
+    /* The load moved on to another stage (another call into the backend's code). */
+    static void dbk_note_stage(int slot, const char *stage)
+    {
+        if (slot >= 0)
+            __atomic_store_n(&dbk_notes[slot].stage, stage, __ATOMIC_RELEASE);
+    }
+
     static void dbk_note_close(int slot)
     {
         if (slot < 0)
             return;
-        __atomic_store_n(&dbk_notes[slot].tid, 0L, __ATOMIC_RELEASE);
+        __atomic_store_n(&dbk_notes[slot].owner, 0UL, __ATOMIC_RELEASE);
         dbk_release_handler();
     }
     """
     int dbk_note_open(const char *path, const char *stage)
+    void dbk_note_stage(int slot, const char *stage)
     void dbk_note_close(int slot)
     void dbk_hold_handler()
     void dbk_release_handler()

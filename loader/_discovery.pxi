@@ -256,11 +256,13 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
 
 
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
-                   name_filter=None, bint strict_permissions=False, bint candidates_only=False):
+                   name_filter=None, bint strict_permissions=False, bint candidates_only=False,
+                   str prefix=None):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
-    Returns ``(entries, error)``: ``entries`` is a list of ``(name_bytes, reason, canonical,
-    detail)`` with ``reason`` None for a new candidate; entries with invalid names are left out
+    Returns ``(entries, error)``: ``entries`` is a list of ``(name, reason, canonical,
+    detail)`` with ``reason`` None for a new candidate; ``name`` is the entry's name as bytes,
+    or, with ``prefix``, the str ``prefix`` + the decoded name (the path as found); entries with invalid names are left out
     unless ``include_invalid``. ``error`` is None, or a string when the directory itself could
     not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
     new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
@@ -350,8 +352,9 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
-            result.append((<bytes>entries[i].name,)
-                          + _entry_outcome(&entries[i], accepted_paths, filtered.get(i)))
+            name = (<bytes>entries[i].name if prefix is None
+                    else prefix + PyUnicode_DecodeFSDefault(entries[i].name))
+            result.append((name,) + _entry_outcome(&entries[i], accepted_paths, filtered.get(i)))
     finally:
         for i in range(count):
             free(entries[i].name)

@@ -110,10 +110,18 @@ cdef Feature _PROFILING = FEATURES[8]
 cdef Feature _SERIALIZED_SUBGRAPHS = FEATURES[9]
 
 
+cdef dict _skew_details = {}     # minor -> skew_detail(minor), for the minors seen so far
+
+
 def skew_detail(uint32_t minor):
     """What a backend built against 1.<minor> lacks compared with this runtime, or ""."""
+    detail = _skew_details.get(minor)
+    if detail is not None:
+        return detail
     missing = [f.name for f in FEATURES if f.since_minor > minor]
-    if not missing:
-        return ""
-    return (f"built against Backend API {API_VERSION_MAJOR}.{minor}: lacks "
-            f"{', '.join(missing)} (added in later minor versions)")
+    detail = "" if not missing else (
+        f"built against Backend API {API_VERSION_MAJOR}.{minor}: lacks "
+        f"{', '.join(missing)} (added in later minor versions)")
+    if minor <= API_VERSION_MINOR:          # a compatible minor: few of them, worth keeping
+        _skew_details[minor] = detail
+    return detail

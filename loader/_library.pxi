@@ -54,6 +54,211 @@ def instance_size(uint32_t minor):
     return INSTANCE_SIZE_BY_MINOR[minor]
 
 
+cdef tuple _open_library(str path, bytes path_bytes):
+    """dlopen ``path_bytes`` (RTLD_NOW | RTLD_LOCAL, rule 5.1) and look up the three entry points
+    (rule 5.2): ``(library, None, "")``, or ``(None, reason, detail)`` with nothing left open.
+    The caller holds a crash note for the file."""
+    cdef const char *c_path = path_bytes
+    cdef void *handle
+    cdef const char *error
+    cdef Library library
+    cdef list missing, mangled
+    with nogil:
+        handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
+        error = dlerror() if handle == NULL else NULL
+    if handle == NULL:
+        message = (<bytes>error).decode("utf-8", "replace") if error != NULL else "dlopen failed"
+        return (None,) + _classify_dlopen_error(path, message)
+    library = Library.__new__(Library)
+    library._handle = handle
+    library.path = path
+    library._path_bytes = path_bytes
+    library._get_backend_id = <abi.GetBackendIdFunction>dlsym(handle, b"GetBackendId")
+    library._get_version = <abi.GetVersionFunction>dlsym(handle, b"GetVersion")
+    library._backend_factory = <abi.BackendFactoryFunction>dlsym(handle, b"BackendFactory")
+    if library._get_backend_id != NULL and library._get_version != NULL \
+            and library._backend_factory != NULL:
+        return library, None, ""
+    missing = []
+    if library._get_backend_id == NULL:
+        missing.append("GetBackendId")
+    if library._get_version == NULL:
+        missing.append("GetVersion")
+    if library._backend_factory == NULL:
+        missing.append("BackendFactory")
+    mangled = [name for name in missing if dlsym(handle, _MANGLED_ENTRY_POINTS[name]) != NULL]
+    detail = "does not export " + ", ".join(missing)
+    if mangled:
+        detail += (f" (found C++-mangled {', '.join(mangled)}: declare the entry points "
+                   f"extern \"C\")")
+    library._close()
+    return None, Reason.MISSING_SYMBOL, detail
+
+
+cdef tuple _checked_backend_id(const char *raw, size_t length):
+    """``(id, "")`` when the ``length`` bytes at ``raw`` are a valid backend id (rule 5.3:
+    non-empty, not ``Unknown``, printable ASCII without spaces, at most BACKEND_ID_MAX_LENGTH
+    bytes), else ``(None, what is wrong with it)``. ``raw`` NULL is GetBackendId returning NULL."""
+    cdef size_t i
+    cdef unsigned char c
+    if raw == NULL:
+        return None, "GetBackendId returned NULL"
+    if length == 0:
+        return None, "GetBackendId returned an empty id"
+    if length == 7 and memcmp(raw, b"Unknown", 7) == 0:
+        return None, "GetBackendId returned the reserved id 'Unknown'"
+    if length > abi.BACKEND_ID_MAX_LENGTH:
+        return None, f"backend id is longer than {abi.BACKEND_ID_MAX_LENGTH} bytes"
+    for i in range(length):
+        c = <unsigned char>raw[i]
+        if c < 0x21 or c > 0x7E:
+            shown = raw[:length].decode("ascii", "backslashreplace")
+            return None, (f"backend id {shown!r} contains {chr(c)!r}: "
+                          f"only printable ASCII without spaces is allowed")
+    return raw[:length].decode("ascii"), ""
+
+
+def check_backend_id(raw):
+    """``(id, "")`` for a valid backend id given as bytes, else ``(None, what is wrong with
+    it)``; None stands for GetBackendId returning NULL. Contract section 5.3."""
+    cdef bytes data
+    if raw is None:
+        return _checked_backend_id(NULL, 0)
+    data = raw
+    return _checked_backend_id(<const char *>data, len(data))
+
+
+cdef inline bint _compatible(uint32_t major, uint32_t minor, uint32_t api_major,
+                             uint32_t api_minor) noexcept:
+    """Rule 5.4: a backend built against major.minor runs on a runtime of api_major.api_minor
+    iff the majors are equal and the backend's minor is not newer."""
+    return major == api_major and minor <= api_minor
+
+
+def is_compatible(uint32_t major, uint32_t minor, uint32_t api_major, uint32_t api_minor):
+    """Rule 5.4 on four uint32 (loader.is_backend_compatible checks and converts its
+    arguments, then asks this)."""
+    return _compatible(major, minor, api_major, api_minor)
+
+
+cdef object _dependency_problem = None      # loader.dependencies.dependency_problem
+cdef object _isolated_probe = None          # loader.isolation.probe
+
+
+def load_backend(str path, probe_timeout=None, bint secure=False, announce=None):
+    """Every check of contract section 5 on one candidate file, in the contract's order; the
+    first failure is the reason:
+
+        ELF header and segments            (_check_elf)
+        needed libraries                   (loader.dependencies, only when some are not loaded)
+        isolated probe, with probe_timeout (loader.isolation)
+        dlopen and the entry points        (rules 5.1, 5.2)
+        backend id                         (rule 5.3)
+        version                            (rule 5.4)
+        factory probe and availability     (rule 5.5; CONTRACT-networks 12.6), on one instance
+
+    Returns ``(library, reason, detail, backend_id, major, minor)``. An accepted library is
+    open, with ``reason`` None and ``detail`` saying what an older minor version lacks (or "").
+    A skipped file has ``library`` None and nothing left open; ``backend_id`` and ``major`` /
+    ``minor`` are given once they were read (else None). ``announce`` is called with no
+    argument just before dlopen (the debug log line). Never raises for a bad file."""
+    global _dependency_problem, _isolated_probe
+    cdef bytes path_bytes = os.fsencode(path)
+    cdef const char *c_path = path_bytes
+    cdef uint64_t detail = 0
+    cdef uint64_t page[FIRST_PAGE_WORDS]
+    cdef dbk_elf elf
+    cdef dbk_elf *e = &elf
+    cdef int verdict, note
+    cdef Library library
+    cdef const char *raw
+    cdef uint32_t major = 0xFFFFFFFF, minor = 0xFFFFFFFF
+    cdef abi.BackendInstance *instance
+    cdef abi.BackendStatus status = abi.BACKEND_STATUS_OK
+    cdef char message[MESSAGE_SIZE]
+    cdef bint available_asked = False
+    # Everything that can be decided from the file alone, before any of its code runs.
+    dbk_elf_init(e)
+    try:
+        with nogil:
+            verdict = _check_elf(c_path, e, page, &detail)
+        if verdict != ELF_OK:
+            return (None,) + _elf_verdict(verdict, detail, e) + (None, None, None)
+        if e.n_needed or e.n_filters:
+            needed = _dynamic_dependencies(e)
+            if needed[0] or needed[3]:
+                if _dependency_problem is None:
+                    from loader.dependencies import dependency_problem as _dependency_problem
+                problem = _dependency_problem(path, secure, needed)
+                if problem is not None:
+                    return None, Reason.MISSING_DEPENDENCY, problem, None, None, None
+    finally:
+        _release(e)
+    if probe_timeout is not None:
+        if _isolated_probe is None:
+            from loader.isolation import probe as _isolated_probe
+        failure = _isolated_probe(path, probe_timeout)
+        if failure is not None:
+            return (None,) + tuple(failure) + (None, None, None)
+    if announce is not None:
+        announce()
+
+    note = _crash_note_open(path_bytes, "dlopen: the library's constructors")
+    try:
+        opened = _open_library(path, path_bytes)
+        if opened[0] is None:
+            return opened + (None, None, None)
+        library = opened[0]
+        dbk_note_stage(note, "GetBackendId")
+        raw = library._get_backend_id()
+        backend_id, problem = _checked_backend_id(
+            raw, 0 if raw == NULL else _posix.strnlen(raw, abi.BACKEND_ID_MAX_LENGTH + 1))
+        if backend_id is None:
+            library._close()
+            return None, Reason.INVALID_BACKEND_ID, problem, None, None, None
+        dbk_note_stage(note, "GetVersion")
+        library._get_version(&major, &minor)
+        if not _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
+            library._close()
+            return (None, Reason.INCOMPATIBLE_VERSION,
+                    f"backend built against Backend API {major}.{minor}, "
+                    f"this runtime implements {API_VERSION_MAJOR}.{API_VERSION_MINOR}",
+                    backend_id, major, minor)
+        library.backend_id = backend_id
+        library.major = major
+        library.minor = minor
+        # One probe instance: its header is checked (factory-failed), then it is asked whether
+        # it can run here (backend-unavailable).
+        dbk_note_stage(note, "the BackendFactory probe")
+        instance = <abi.BackendInstance *>library._backend_factory()
+        problem = _instance_problem(instance, backend_id.encode("ascii"), major, minor)
+        if problem is None and dbk_has_is_available(instance):
+            dbk_note_stage(note, "is_available")
+            _clear(message)
+            status = instance.is_available(instance, message, MESSAGE_SIZE)
+            available_asked = True
+        dbk_note_stage(note, "the BackendFactory probe")
+        _destroy_instance(instance)
+        if problem is not None:
+            library._close()
+            return None, Reason.FACTORY_FAILED, problem, backend_id, major, minor
+        if available_asked and status != abi.BACKEND_STATUS_OK:
+            library._close()
+            return (None, Reason.BACKEND_UNAVAILABLE, _unavailable_message(message, status),
+                    backend_id, major, minor)
+        return library, None, skew_detail(minor), backend_id, major, minor
+    finally:
+        _crash_note_close(note)
+
+
+cdef str _unavailable_message(char *message, abi.BackendStatus status):
+    """is_available's message (a buffer of MESSAGE_SIZE the backend wrote to), or a stand-in."""
+    message[MESSAGE_SIZE - 1] = 0
+    text = message.decode("utf-8", "replace").strip() if message[0] else ""
+    return text or f"is_available answered status {<int>status} without a message"
+
+
+
 cdef class Library:
     """One dlopen'ed backend library. dlclose runs when the last reference goes away, so any
     Backend created from it keeps it mapped."""
@@ -94,51 +299,16 @@ cdef class Library:
         file. The library is closed again before a failure is returned.
         """
         cdef bytes path_bytes = os.fsencode(path)
-        cdef const char *c_path = path_bytes
-        cdef void *handle
-        cdef const char *error
-        cdef str message
-        cdef Library library
-        cdef list missing, mangled
-        cdef void *symbol
         cdef int note
         if not elf_checked:
             failure = _check_elf_file(path_bytes)
             if failure is not None:
                 return (None,) + failure
         note = _crash_note_open(path_bytes, "dlopen: the library's constructors")
-        with nogil:
-            handle = dlopen(c_path, RTLD_NOW | RTLD_LOCAL)
-            error = dlerror() if handle == NULL else NULL
-        _crash_note_close(note)
-        if handle == NULL:
-            message = (<bytes>error).decode("utf-8", "replace") if error != NULL else "dlopen failed"
-            return (None,) + _classify_dlopen_error(path, message)
-
-        library = Library.__new__(Library)
-        library._handle = handle
-        library.path = path
-        library._path_bytes = path_bytes
-        library._get_backend_id = <abi.GetBackendIdFunction>dlsym(handle, b"GetBackendId")
-        library._get_version = <abi.GetVersionFunction>dlsym(handle, b"GetVersion")
-        library._backend_factory = <abi.BackendFactoryFunction>dlsym(handle, b"BackendFactory")
-        missing = []
-        if library._get_backend_id == NULL:
-            missing.append("GetBackendId")
-        if library._get_version == NULL:
-            missing.append("GetVersion")
-        if library._backend_factory == NULL:
-            missing.append("BackendFactory")
-        if missing:
-            mangled = [name for name in missing
-                       if dlsym(handle, _MANGLED_ENTRY_POINTS[name]) != NULL]
-            detail = "does not export " + ", ".join(missing)
-            if mangled:
-                detail += (f" (found C++-mangled {', '.join(mangled)}: declare the entry points "
-                           f"extern \"C\")")
-            library._close()
-            return None, Reason.MISSING_SYMBOL, detail
-        return library, None, ""
+        try:
+            return _open_library(path, path_bytes)
+        finally:
+            _crash_note_close(note)
 
     def read_backend_id(self):
         """GetBackendId() as bytes (at most BACKEND_ID_MAX_LENGTH + 1 of them), or None for NULL."""
@@ -207,9 +377,7 @@ cdef class Library:
             _crash_note_close(note)
         if status == abi.BACKEND_STATUS_OK:
             return None
-        message[MESSAGE_SIZE - 1] = 0
-        text = message.decode("utf-8", "replace").strip() if message[0] else ""
-        return text or f"is_available answered status {<int>status} without a message"
+        return _unavailable_message(message, status)
 
     def create_backend(self):
         """A new Backend from BackendFactory()."""

@@ -3,25 +3,23 @@
 The checks run in the contract's order and the first failure is the reason:
 
     file checks (name, filters, links, regular file, trust, duplicate)  -> loader._core.scan_directory
-    ELF header and segments, needed libraries                           -> _core.inspect_elf_file, dependencies
-    isolated probe (when asked)                                         -> loader.isolation.probe
-    dlopen, entry points                                                -> loader._core.Library.open
-    backend id                                                          -> check_backend_id
-    version                                                             -> loader.versions.is_backend_compatible
-    factory probe                                                       -> Library.probe_factory
-    availability                                                        -> Library.unavailable_reason
+    ELF header and segments, needed libraries, isolated probe (when
+    asked), dlopen, entry points, backend id, version, factory probe,
+    availability                                                        -> loader._core.load_backend
     duplicate id                                                        -> loader.runtime.Runtime
+
+``load_backend`` runs a candidate's checks in one call, in C but for the rare steps that need
+Python (a needed library not loaded yet, the isolated probe).
 """
 import logging
 import os
-import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from loader import _core, dependencies, isolation, paths
+from loader import _core, paths
 from loader.paths import SearchPath, validate_paths
 from loader.reasons import PathReason, Reason
-from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
+from loader.versions import BackendVersion
 
 log = logging.getLogger("loader")
 
@@ -29,18 +27,28 @@ REGISTERED = "registered"
 SKIPPED = "skipped"
 
 
-@dataclass
 class Entry:
     """One directory entry of one search path, and what became of it."""
 
-    file: str                                # the path as found: search path + entry name
-    canonical: Optional[str] = None          # fully resolved path, when it resolved
-    reason: Optional[Reason] = None          # None while it is still a candidate, or registered
-    detail: str = ""
-    backend_id: Optional[str] = None
-    version: Optional[BackendVersion] = None
-    registered: bool = False
-    deferred: bool = False                   # registered from the backend cache, without loading
+    __slots__ = ("file", "canonical", "reason", "detail", "backend_id", "version", "registered",
+                 "deferred")
+
+    def __init__(self, file: str, canonical: Optional[str] = None,
+                 reason: Optional[Reason] = None, detail: str = "",
+                 backend_id: Optional[str] = None, version: Optional[BackendVersion] = None,
+                 registered: bool = False, deferred: bool = False):
+        self.file = file                    # the path as found: search path + entry name
+        self.canonical = canonical          # fully resolved path, when it resolved
+        self.reason = reason                # None while it is still a candidate, or registered
+        self.detail = detail
+        self.backend_id = backend_id
+        self.version = version
+        self.registered = registered
+        self.deferred = deferred            # registered from the backend cache, without loading
+
+    def __repr__(self) -> str:
+        return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "
+                f"reason={self.reason!r}, backend_id={self.backend_id!r})")
 
     @property
     def status(self) -> str:
@@ -57,7 +65,8 @@ class Entry:
                      self.version, self.canonical,
                      " (deferred: loaded at first use)" if self.deferred else "")
         elif self.reason is Reason.INVALID_FILENAME:
-            log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
         else:
             log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
                         paths.text(self.detail))
@@ -94,13 +103,15 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
     for index, search_path in enumerate(search_paths):
         if not search_path.valid:
             continue
+        prefix = search_path.path if search_path.path.endswith("/") else search_path.path + "/"
         scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
-                                              include_invalid, name_filter, strict_permissions)
+                                              include_invalid, name_filter, strict_permissions,
+                                              prefix=prefix)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
-        for name, reason, canonical, detail in scanned:
-            entry = Entry(file=os.path.join(search_path.path, os.fsdecode(name)), canonical=canonical)
+        for file, reason, canonical, detail in scanned:
+            entry = Entry(file, canonical)
             if reason is None:
                 first_file.setdefault(canonical, entry.file)
             elif reason is Reason.DUPLICATE_FILE and canonical in first_file:
@@ -127,74 +138,34 @@ def get_shared_objects(paths) -> List[str]:
     return accepted
 
 
-_PRINTABLE_ID = re.compile(rb"[\x21-\x7e]+")
-
-
 def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
-    """(id, "") for a valid id, else (None, what is wrong with it). Contract section 5.3."""
-    if raw is None:
-        return None, "GetBackendId returned NULL"
-    if raw == b"":
-        return None, "GetBackendId returned an empty id"
-    if raw == b"Unknown":
-        return None, "GetBackendId returned the reserved id 'Unknown'"
-    if len(raw) > _core.BACKEND_ID_MAX_LENGTH:
-        return None, f"backend id is longer than {_core.BACKEND_ID_MAX_LENGTH} bytes"
-    bad = None if _PRINTABLE_ID.fullmatch(raw) else next(b for b in raw if not 0x21 <= b <= 0x7E)
-    if bad is not None:
-        shown = raw.decode("ascii", "backslashreplace")
-        return None, (f"backend id {shown!r} contains {chr(bad)!r}: "
-                      f"only printable ASCII without spaces is allowed")
-    return raw.decode("ascii"), ""
+    """(id, "") for a valid id, else (None, what is wrong with it); None stands for
+    GetBackendId returning NULL. Contract section 5.3 (the rule is _core._checked_backend_id)."""
+    return _core.check_backend_id(raw)
 
 
-def load_candidate(entry: Entry, probe_timeout: Optional[float] = None) -> Optional["_core.Library"]:
+def load_candidate(entry: Entry, probe_timeout: Optional[float] = None,
+                   secure: Optional[bool] = None) -> Optional["_core.Library"]:
     """Open and check one candidate file. Returns the library (accepted, still open) or None with
     ``entry`` marked skipped; a skipped library is already closed. With ``probe_timeout``, the
-    file is first loaded in a child process (isolated probing) and skipped if that goes wrong."""
-    # Everything that can be decided from the file alone, before any of its code runs.
-    reason, detail, needed = _core.inspect_elf_file(entry.canonical)
-    if reason is None and needed is not None and (needed[0] or needed[3]):
-        problem = dependencies.dependency_problem(entry.canonical, paths.is_secure_execution(),
-                                                  needed)
-        if problem is not None:
-            reason, detail = Reason.MISSING_DEPENDENCY, problem
-    if reason is None and probe_timeout is not None:
-        reason, detail = isolation.probe(entry.canonical, probe_timeout) or (None, "")
-    if reason is not None:
-        entry.skip(reason, detail)
-        return None
-    if log.isEnabledFor(logging.DEBUG):
-        log.debug("loading %s", paths.text(entry.canonical if entry.file == entry.canonical
-                                           else f"{entry.file} -> {entry.canonical}"))
-    library, reason, detail = _core.Library.open(entry.canonical, elf_checked=True)
+    file is first loaded in a child process (isolated probing) and skipped if that goes wrong.
+    ``secure``: whether the process runs in secure-execution mode (asked when None)."""
+    library, reason, detail, backend_id, major, minor = _core.load_backend(
+        entry.canonical, probe_timeout,
+        paths.is_secure_execution() if secure is None else secure,
+        _announcer(entry) if log.isEnabledFor(logging.DEBUG) else None)
+    if backend_id is not None:
+        entry.backend_id = backend_id
+    if major is not None:
+        entry.version = BackendVersion._from_checked(major, minor)  # two uint32
     if library is None:
         entry.skip(reason, detail)
-        return None
-    try:
-        backend_id, problem = check_backend_id(library.read_backend_id())
-        if backend_id is None:
-            entry.skip(Reason.INVALID_BACKEND_ID, problem)
-            return None
-        entry.backend_id = backend_id
-        entry.version = BackendVersion._from_checked(*library.read_version())  # two uint32
-        if not is_backend_compatible(entry.version, BACKEND_API_VERSION):
-            entry.skip(Reason.INCOMPATIBLE_VERSION,
-                       f"backend built against Backend API {entry.version}, "
-                       f"this runtime implements {BACKEND_API_VERSION}")
-            return None
-        library.accept(backend_id, entry.version.major, entry.version.minor)
-        problem = library.probe_factory()
-        if problem is not None:
-            entry.skip(Reason.FACTORY_FAILED, problem)
-            return None
-        problem = library.unavailable_reason()          # rule 12.6
-        if problem is not None:
-            entry.skip(Reason.BACKEND_UNAVAILABLE, problem)
-            return None
-        entry.detail = _core.skew_detail(entry.version.minor)  # features an older minor lacks
-        accepted, library = library, None
-        return accepted
-    finally:
-        if library is not None:
-            library.close()
+    else:
+        entry.detail = detail                           # what an older minor version lacks
+    return library
+
+
+def _announcer(entry: Entry):
+    path = (entry.canonical if entry.file == entry.canonical
+            else f"{entry.file} -> {entry.canonical}")
+    return lambda: log.debug("loading %s", paths.text(path))

@@ -98,10 +98,12 @@ class Runtime:
         self._timeout = timeout
         self._cache = (_cache.open_cache(strict) if self._settings["load"] == "deferred"
                        else _cache.BackendCache(None))
+        self._secure = _paths.is_secure_execution()
+        register = self._register if self._cache.usable else self._load
         with _core.CrashNotes():  # a crash while loading names its file (see _crash_note.pxi)
             for entry in self._entries:  # log each entry as soon as it is decided
                 if entry.reason is None:
-                    self._register(entry, timeout, wanted)
+                    register(entry, timeout, wanted)
                 entry.log()
         self._cache.write()
         self._registered = list(self._libraries)  # what the scan registered, for the report
@@ -120,8 +122,8 @@ class Runtime:
 
     def _register(self, entry: Entry, probe_timeout: Optional[float], wanted) -> None:
         """Register one candidate: from the cache when deferred loading knows it, else by
-        loading it now."""
-        identity = _cache.file_identity(entry.canonical) if self._cache.usable else None
+        loading it now (and recording it in the cache)."""
+        identity = _cache.file_identity(entry.canonical)
         record = self._cache.lookup(entry.canonical, identity)
         if record is not None:
             entry.backend_id, entry.version = record.backend_id, record.version
@@ -143,7 +145,7 @@ class Runtime:
             self._cache.store(entry.canonical, identity, entry.backend_id, entry.version)
 
     def _load(self, entry: Entry, probe_timeout: Optional[float], wanted=None) -> None:
-        library = load_candidate(entry, probe_timeout)
+        library = load_candidate(entry, probe_timeout, self._secure)
         if library is None:
             return
         if wanted is not None and entry.backend_id not in wanted:
@@ -237,7 +239,7 @@ class Runtime:
         entry = pending.entry
         entry.reason, entry.detail = None, ""
         with _core.CrashNotes():
-            library = load_candidate(entry, self._timeout)
+            library = load_candidate(entry, self._timeout, self._secure)
         if library is not None and entry.backend_id != backend_id:
             library.close()
             library = None

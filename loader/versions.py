@@ -66,4 +66,4 @@ def is_backend_compatible(backend_version, api_version=BACKEND_API_VERSION) -> b
     (major, minor) pair, checked as BackendVersion checks it."""
     backend = _version("backend_version", backend_version)
     api = _version("api_version", api_version)
-    return backend.major == api.major and backend.minor <= api.minor
+    return _core.is_compatible(backend.major, backend.minor, api.major, api.minor)

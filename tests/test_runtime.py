@@ -226,9 +226,9 @@ def test_each_entry_is_logged_as_soon_as_it_is_decided(backend_dir, monkeypatch)
     from loader import runtime as runtime_module
     real_load = runtime_module.load_candidate
 
-    def load(entry, timeout):
+    def load(entry, timeout, secure=None):
         events.append(("load", os.path.basename(entry.file)))
-        return real_load(entry, timeout)
+        return real_load(entry, timeout, secure)
 
     monkeypatch.setattr(runtime_module, "load_candidate", load)
     handler = Recorder(logging.DEBUG)
