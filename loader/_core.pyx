@@ -8,7 +8,7 @@ what it saw, never raising for a filesystem problem.
 from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
-from libc.string cimport memcmp, memcpy, memset, strcmp, strlen
+from libc.string cimport memchr, memcmp, memcpy, memset, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
 from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK, S_IWGRP, S_IWOTH
@@ -51,6 +51,7 @@ cdef size_t[3] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0, abi.BACK
 
 include "_crash_note.pxi"
 include "_names.pxi"
+include "_cache.pxi"
 include "_discovery.pxi"
 include "_elf.pxi"
 include "_library.pxi"

@@ -100,6 +100,8 @@ cdef struct _Entry:
     int state
     int error               # errno behind ENTRY_UNREADABLE
     Py_ssize_t first        # ENTRY_DUPLICATE: index of the first candidate with this identity
+    uint64_t dev, ino, size # ENTRY_CANDIDATE: the file's identity, for the backend cache
+    int64_t mtime_ns, ctime_ns
 
 
 cdef int _compare_names(const void *a, const void *b) noexcept nogil:
@@ -191,6 +193,9 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
         free(entry.canonical)
         entry.canonical = NULL
         return
+    entry.dev, entry.ino, entry.size = <uint64_t>st.st_dev, <uint64_t>st.st_ino, <uint64_t>st.st_size
+    entry.mtime_ns = <int64_t>st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec
+    entry.ctime_ns = <int64_t>st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec
     first = seen.add(<uint64_t>st.st_dev, <uint64_t>st.st_ino, accepted[0])
     if first >= 0:
         entry.state = ENTRY_DUPLICATE
@@ -255,21 +260,40 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
     return Reason.UNREADABLE, None, _strerror(entry.error)
 
 
+cdef tuple _known(_Entry *entry, CacheRecords cache):
+    """(identity, known) for scan_directory with a backend cache."""
+    cdef Py_ssize_t index
+    if entry.state != ENTRY_CANDIDATE:
+        return None, None
+    index = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
+                       entry.canonical)
+    if index >= 0:
+        return None, cache.hit(index)
+    return (entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns), None
+
+
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
                    name_filter=None, bint strict_permissions=False, bint candidates_only=False,
-                   str prefix=None):
+                   str prefix=None, CacheRecords cache=None):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
     Returns ``(entries, error)``: ``entries`` is a list of ``(name, reason, canonical,
     detail)`` with ``reason`` None for a new candidate; ``name`` is the entry's name as bytes,
-    or, with ``prefix``, the str ``prefix`` + the decoded name (the path as found); entries with invalid names are left out
-    unless ``include_invalid``. ``error`` is None, or a string when the directory itself could
-    not be read. ``seen`` and ``accepted_paths`` carry de-duplication across directories: each
-    new candidate's canonical path is appended to ``accepted_paths``. ``name_filter``, when
-    given, is called with each candidate's name (str) before anything else is done with it and
-    returns None to keep it, or the detail of its ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
+    or, with ``prefix``, the str ``prefix`` + the decoded name (the path as found). Entries
+    with invalid names are left out unless ``include_invalid``. ``error`` is None, or a string
+    when the directory itself could not be read. ``seen`` and ``accepted_paths`` carry
+    de-duplication across directories: each new candidate's canonical path is appended to
+    ``accepted_paths``. ``name_filter``, when given, is called with each candidate's name (str)
+    before anything else is done with it and returns None to keep it, or the detail of its
+    ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
     that belong to a third user. ``candidates_only`` skips building ``entries`` (it comes back
     empty): for callers that need only ``accepted_paths``.
+
+    With a backend ``cache``, each entry has two more items, ``identity`` and ``known``: for a
+    candidate the cache has a record of (same path and identity), ``known`` is the recorded
+    ``(backend_id, major, minor)`` and ``identity`` None; for any other candidate ``identity``
+    is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat found it (to record it once
+    loaded) and ``known`` None; both are None for entries that are not candidates.
     """
     cdef const char *dir_path = directory
     cdef size_t dir_len = len(directory)
@@ -354,7 +378,10 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             name = (<bytes>entries[i].name if prefix is None
                     else prefix + PyUnicode_DecodeFSDefault(entries[i].name))
-            result.append((name,) + _entry_outcome(&entries[i], accepted_paths, filtered.get(i)))
+            outcome = (name,) + _entry_outcome(&entries[i], accepted_paths, filtered.get(i))
+            if cache is not None:
+                outcome += _known(&entries[i], cache)
+            result.append(outcome)
     finally:
         for i in range(count):
             free(entries[i].name)

@@ -1,11 +1,15 @@
 """The backend cache behind deferred loading: what each backend file is, without loading it.
 
-One JSON file per user (``$XDG_CACHE_HOME/dynamic-backends/backends.json``, else
-``~/.cache/dynamic-backends/backends.json``) maps the canonical path of every backend file that
-passed every loading check to the file's identity (device, inode, size, modification and change
-times in ns) and what loading found (backend id, version). A record is used only while the file's
-identity is unchanged and the cache was written by this loader version for this Backend API; a
-file that changed or has no record is loaded eagerly and recorded again.
+One file per user (``$XDG_CACHE_HOME/dynamic-backends/backends.cache``, else
+``~/.cache/dynamic-backends/backends.cache``) records, for every backend file that passed every
+loading check, its canonical path, its identity (device, inode, size, modification and change
+times in ns) and what loading found (backend id, version). A record is used only while the
+file's identity is unchanged and the cache was written by this loader version for this Backend
+API; a file that changed or has no record is loaded eagerly and recorded again.
+
+The records are binary, with a fixed-size part each (``loader/_cache.pxi`` has the layout), so
+that a deferred scan matches every file it finds against them in C, with the identity its own
+stat just read: registering a cached backend costs no system call of its own.
 
 The cache is only a hint for *when* to load: a deferred backend is still loaded and fully checked
 before its first use. Even so it is trusted only as far as a file the user controls: it is never
@@ -14,26 +18,20 @@ when it or its directory is not owned by the current user or is writable by othe
 cannot be read, is corrupt, truncated, too large or malformed is ignored with a WARNING (and
 replaced at the next write); it is written atomically (a private temporary file renamed over it).
 """
-import json
 import logging
 import os
 import stat
 import tempfile
-from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import List, Optional, Tuple
 
-from loader import environment, paths
-from loader.versions import BACKEND_API_VERSION, BackendVersion, is_backend_compatible
+from loader import _core, environment, paths
+from loader.versions import BACKEND_API_VERSION, BackendVersion
 
 log = logging.getLogger("loader")
 
-FORMAT = "dynamic-backends-cache/1"
-FILE_NAME = "backends.json"
+FILE_NAME = "backends.cache"
 MAX_BYTES = 8 << 20        # a cache larger than this is not read
-MAX_RECORDS = 20000        # records beyond this are not kept
-_U64 = (1 << 64) - 1
-_U32 = (1 << 32) - 1
-_I64 = (1 << 63) - 1
+MAX_RECORDS = 20000        # records beyond this are not kept (the oldest go first)
 
 Identity = Tuple[int, int, int, int, int]  # st_dev, st_ino, st_size, st_mtime_ns, st_ctime_ns
 
@@ -56,51 +54,38 @@ def loader_version() -> str:
     return f"{__version__}/api-{BACKEND_API_VERSION}"
 
 
-@dataclass(frozen=True)
-class Record:
-    identity: Identity
-    backend_id: str
-    version: BackendVersion
-
-    def to_json(self) -> dict:
-        dev, ino, size, mtime_ns, ctime_ns = self.identity
-        return {"dev": dev, "ino": ino, "size": size, "mtime_ns": mtime_ns, "ctime_ns": ctime_ns,
-                "backend_id": self.backend_id,
-                "version": [self.version.major, self.version.minor]}
-
-
 class BackendCache:
-    """The records of one cache file; ``usable`` is False when the cache must not be used at all
-    (then nothing is read or written)."""
+    """The records of one cache file (``records``, a ``_core.CacheRecords``); ``usable`` is
+    False when the cache must not be used at all (then nothing is read or written)."""
 
     def __init__(self, directory: Optional[str]):
         self.directory = directory
         self.path = None if directory is None else os.path.join(directory, FILE_NAME)
-        self.records: Dict[str, Record] = {}
-        self.changed = False
+        self.records = _core.CacheRecords()
+        self._replace = False      # the file on disk is unreadable: write it again
 
     @property
     def usable(self) -> bool:
         return self.directory is not None
 
-    def lookup(self, canonical: str, identity: Optional[Identity]) -> Optional[Record]:
-        record = self.records.get(canonical)
-        if record is None or identity is None or record.identity != identity:
-            return None
-        return record
+    def lookup(self, canonical: str, identity: Optional[Identity]
+               ) -> Optional[Tuple[str, BackendVersion]]:
+        """(backend_id, version) recorded for ``canonical`` with exactly ``identity``, or None."""
+        hit = self.records.lookup(canonical, identity)
+        return None if hit is None else (hit[0], BackendVersion._from_checked(hit[1], hit[2]))
 
     def store(self, canonical: str, identity: Optional[Identity], backend_id: str,
               version: BackendVersion) -> None:
-        if not self.usable or identity is None:
-            return
-        record = Record(identity, backend_id, version)
-        if self.records.get(canonical) != record:
-            self.records[canonical] = record
-            self.changed = True
+        if self.usable and identity is not None:
+            self.records.store(canonical, identity, backend_id, version.major, version.minor)
 
     def forget(self, canonical: str) -> None:
-        if self.records.pop(canonical, None) is not None:
-            self.changed = True
+        self.records.forget(canonical)
+
+    def entries(self) -> List[Tuple[str, Identity, str, BackendVersion]]:
+        """Every record: (canonical path, identity, backend id, version), oldest first."""
+        return [(path, identity, backend_id, BackendVersion._from_checked(*version))
+                for path, identity, backend_id, version in self.records.items()]
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -122,21 +107,20 @@ class BackendCache:
             return
         except (OSError, ValueError) as error:
             log.warning("backend cache %s ignored: %s", paths.text(self.path), error)
-            self.changed = True  # replace it
+            self._replace = True
             return
         try:
-            self.records = _parse(data)
-        except (ValueError, TypeError, KeyError, RecursionError) as error:
+            self.records = _core.CacheRecords.parse(data, loader_version(), MAX_RECORDS)
+        except ValueError as error:
             log.warning("backend cache %s ignored: %s", paths.text(self.path), error)
-            self.records = {}
-            self.changed = True
+            self._replace = True
 
     # -- writing -------------------------------------------------------------------------------
 
     def write(self) -> None:
         """Write the records if they changed: a private temporary file in the cache directory,
         renamed over the cache. Failures are logged, never raised."""
-        if not self.usable or not self.changed:
+        if not self.usable or not (self.records.changed or self._replace):
             return
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
@@ -145,20 +129,18 @@ class BackendCache:
                 log.warning("backend cache %s not written: %s", paths.text(self.directory),
                             problem)
                 return
-            records = dict(list(self.records.items())[-MAX_RECORDS:])
-            text = json.dumps({"format": FORMAT, "loader": loader_version(),
-                               "files": {k: r.to_json() for k, r in records.items()}},
-                              separators=(",", ":"))
+            data = self.records.serialize(loader_version(), MAX_RECORDS)
             fd, tmp = tempfile.mkstemp(prefix=".backends.", suffix=".tmp", dir=self.directory)
             try:
-                with os.fdopen(fd, "w", encoding="utf-8") as f:  # mkstemp: mode 0600
-                    f.write(text)
+                with os.fdopen(fd, "wb") as f:  # mkstemp: mode 0600
+                    f.write(data)
                 os.replace(tmp, self.path)
                 tmp = None
             finally:
                 if tmp is not None:
                     os.unlink(tmp)
-            self.changed = False
+            self.records.mark_written()
+            self._replace = False
         except (OSError, ValueError) as error:
             log.warning("backend cache %s not written: %s", paths.text(self.path), error)
 
@@ -221,49 +203,3 @@ def _read_bounded(path: str) -> bytes:
         return b"".join(chunks)
     finally:
         os.close(fd)
-
-
-def _parse(data: bytes) -> Dict[str, Record]:
-    """The records of a cache file; ValueError naming the first problem. Records for a version
-    this runtime cannot load are dropped (they would fail their checks anyway)."""
-    from loader.loading import check_backend_id
-    try:
-        document = json.loads(data.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise ValueError("not UTF-8") from None
-    except json.JSONDecodeError as error:
-        raise ValueError(f"not valid JSON ({error.msg} at byte {error.pos})") from None
-    if not isinstance(document, dict) or document.get("format") != FORMAT:
-        raise ValueError(f"not a {FORMAT} file")
-    if document.get("loader") != loader_version():
-        raise ValueError(f"written by loader {str(document.get('loader'))[:40]!r}, "
-                         f"this is {loader_version()!r}")
-    files = document.get("files")
-    if not isinstance(files, dict) or len(files) > MAX_RECORDS:
-        raise ValueError("'files' is not an object of at most %d records" % MAX_RECORDS)
-    records: Dict[str, Record] = {}
-    for canonical, raw in files.items():
-        # json gives int for numbers (bool is its own type): exact type checks are enough
-        try:
-            if type(raw) is not dict or not canonical.startswith("/") or "\0" in canonical:
-                raise ValueError
-            identity = (raw["dev"], raw["ino"], raw["size"], raw["mtime_ns"], raw["ctime_ns"])
-            backend_id, (major, minor) = raw["backend_id"], raw["version"]
-            if not (type(identity[0]) is type(identity[1]) is type(identity[2]) is int
-                    and type(identity[3]) is type(identity[4]) is int
-                    and 0 <= identity[0] <= _U64 and 0 <= identity[1] <= _U64
-                    and 0 <= identity[2] <= _U64 and -_I64 - 1 <= identity[3] <= _I64
-                    and -_I64 - 1 <= identity[4] <= _I64
-                    and type(major) is type(minor) is int
-                    and 0 <= major <= _U32 and 0 <= minor <= _U32
-                    and type(backend_id) is str and backend_id.isascii()):
-                raise ValueError
-        except (KeyError, TypeError, ValueError):
-            raise ValueError(f"malformed record for {canonical[:200]!r}") from None
-        checked, problem = check_backend_id(backend_id.encode("ascii"))
-        if checked is None:
-            raise ValueError(f"record for {canonical[:200]!r}: {problem}")
-        version = BackendVersion._from_checked(major, minor)
-        if is_backend_compatible(version):
-            records[canonical] = Record(identity, checked, version)
-    return records

@@ -18,9 +18,7 @@ linker also loads, get the same check; their absence is not an error.
 import functools
 import os
 import stat
-import struct
 import sys
-import sysconfig
 from typing import List, Optional, Tuple
 
 from loader import _core
@@ -45,12 +43,17 @@ def _cache_names() -> frozenset:
             data = f.read()
         base = data.find(_CACHE_MAGIC)
         if base >= 0:
-            count, = struct.unpack_from("<I", data, base + 20)
+            count = int.from_bytes(data[base + 20:base + 24], "little")
             for i in range(count):
-                key, = struct.unpack_from("<I", data, base + 48 + i * 24 + 4)
+                at = base + 48 + i * 24 + 4
+                if at + 4 > len(data):
+                    break
+                key = int.from_bytes(data[at:at + 4], "little")
                 end = data.find(b"\0", base + key)
+                if end < 0:
+                    break
                 names.add(data[base + key:end].decode("utf-8", "replace"))
-    except (OSError, struct.error):
+    except OSError:
         pass
     _cache = (mtime, frozenset(names))
     return _cache[1]
@@ -74,8 +77,10 @@ def _startup_library_path() -> Optional[str]:
 def _default_dirs(elf_class: int) -> Tuple[str, ...]:
     # sys.implementation._multiarch is what sysconfig's MULTIARCH says, without the ~1 ms
     # sysconfig takes to load its tables on first use
-    multiarch = (getattr(sys.implementation, "_multiarch", None)
-                 or sysconfig.get_config_var("MULTIARCH"))
+    multiarch = getattr(sys.implementation, "_multiarch", None)
+    if not multiarch:
+        import sysconfig  # imported only here: importing it takes about 1 ms
+        multiarch = sysconfig.get_config_var("MULTIARCH")
     dirs = []
     for prefix in ("/lib", "/usr/lib"):
         if multiarch:

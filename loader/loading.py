@@ -16,7 +16,7 @@ import os
 from dataclasses import replace
 from typing import Dict, List, Optional, Tuple
 
-from loader import _core, paths
+from loader import _core, dependencies, paths  # noqa: F401 (load_backend asks dependencies)
 from loader.paths import SearchPath, validate_paths
 from loader.reasons import PathReason, Reason
 from loader.versions import BackendVersion
@@ -31,7 +31,7 @@ class Entry:
     """One directory entry of one search path, and what became of it."""
 
     __slots__ = ("file", "canonical", "reason", "detail", "backend_id", "version", "registered",
-                 "deferred")
+                 "deferred", "identity", "known")
 
     def __init__(self, file: str, canonical: Optional[str] = None,
                  reason: Optional[Reason] = None, detail: str = "",
@@ -45,6 +45,8 @@ class Entry:
         self.version = version
         self.registered = registered
         self.deferred = deferred            # registered from the backend cache, without loading
+        self.identity = None                # a candidate's identity when the cache lacks it
+        self.known = None                   # (backend_id, major, minor) the cache has for it
 
     def __repr__(self) -> str:
         return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "
@@ -93,9 +95,11 @@ class Entry:
 
 
 def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_filter=None,
-             strict_permissions: bool = False) -> List[Entry]:
+             strict_permissions: bool = False, cache=None) -> List[Entry]:
     """Every entry of every valid search path, in scan order. Entries whose ``reason`` is None
-    are the candidates to load, each a distinct file."""
+    are the candidates to load, each a distinct file. With a backend ``cache`` (its
+    ``_core.CacheRecords``), each candidate comes with what the cache knows of it (``known``)
+    or, when it knows nothing, the identity to record it under (``identity``)."""
     seen = _core.FileSet()
     accepted: List[str] = []
     first_file: Dict[str, str] = {}  # canonical path of each candidate -> the file that was it
@@ -106,12 +110,14 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
         prefix = search_path.path if search_path.path.endswith("/") else search_path.path + "/"
         scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
                                               include_invalid, name_filter, strict_permissions,
-                                              prefix=prefix)
+                                              prefix=prefix, cache=cache)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
-        for file, reason, canonical, detail in scanned:
+        for file, reason, canonical, detail, *known in scanned:
             entry = Entry(file, canonical)
+            if known:
+                entry.identity, entry.known = known
             if reason is None:
                 first_file.setdefault(canonical, entry.file)
             elif reason is Reason.DUPLICATE_FILE and canonical in first_file:

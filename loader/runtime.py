@@ -17,7 +17,7 @@ from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClo
 from loader.filters import backend_filter
 from loader.loading import Entry, discover, load_candidate
 from loader.reasons import Reason
-from loader.versions import BACKEND_API_VERSION
+from loader.versions import BACKEND_API_VERSION, BackendVersion
 
 log = logging.getLogger("loader")
 
@@ -90,14 +90,14 @@ class Runtime:
                 log.info("%s", note)
                 self._notes.append(note)
         self._filter = backend_filter(select, disable)
-        self._entries: List[Entry] = discover(self._search_paths,
-                                              name_filter=self._filter or None,
-                                              strict_permissions=strict)
+        self._cache = (_cache.open_cache(strict) if self._settings["load"] == "deferred"
+                       else _cache.BackendCache(None))
+        self._entries: List[Entry] = discover(
+            self._search_paths, name_filter=self._filter or None, strict_permissions=strict,
+            cache=self._cache.records if self._cache.usable else None)
         self._filter.warn_unmatched()
         timeout = self._settings["probe_timeout"] if self._settings["probe"] == "isolated" else None
         self._timeout = timeout
-        self._cache = (_cache.open_cache(strict) if self._settings["load"] == "deferred"
-                       else _cache.BackendCache(None))
         self._secure = _paths.is_secure_execution()
         register = self._register if self._cache.usable else self._load
         with _core.CrashNotes():  # a crash while loading names its file (see _crash_note.pxi)
@@ -123,26 +123,26 @@ class Runtime:
     def _register(self, entry: Entry, probe_timeout: Optional[float], wanted) -> None:
         """Register one candidate: from the cache when deferred loading knows it, else by
         loading it now (and recording it in the cache)."""
-        identity = _cache.file_identity(entry.canonical)
-        record = self._cache.lookup(entry.canonical, identity)
-        if record is not None:
-            entry.backend_id, entry.version = record.backend_id, record.version
-            if wanted is not None and record.backend_id not in wanted:
-                entry.skip(Reason.FILTERED_OUT, _not_requested(record.backend_id))
+        known = entry.known                    # what the scan found in the cache
+        if known is not None:
+            backend_id, major, minor = known
+            entry.backend_id, entry.version = backend_id, BackendVersion._from_checked(major, minor)
+            if wanted is not None and backend_id not in wanted:
+                entry.skip(Reason.FILTERED_OUT, _not_requested(backend_id))
                 return
             with self._lock:
-                if record.backend_id in self._libraries:
+                if backend_id in self._libraries:
                     entry.skip(Reason.DUPLICATE_BACKEND_ID,
-                               f"backend id {record.backend_id!r} already registered from "
-                               f"{self._libraries[record.backend_id].path}")
+                               f"backend id {backend_id!r} already registered from "
+                               f"{self._libraries[backend_id].path}")
                     return
-                self._libraries[record.backend_id] = _Deferred(entry)
+                self._libraries[backend_id] = _Deferred(entry)
             entry.deferred = entry.registered = True
-            entry.detail = _core.skew_detail(record.version.minor)
+            entry.detail = _core.skew_detail(minor)
             return
         self._load(entry, probe_timeout, wanted)
         if entry.registered:
-            self._cache.store(entry.canonical, identity, entry.backend_id, entry.version)
+            self._cache.store(entry.canonical, entry.identity, entry.backend_id, entry.version)
 
     def _load(self, entry: Entry, probe_timeout: Optional[float], wanted=None) -> None:
         library = load_candidate(entry, probe_timeout, self._secure)

@@ -1,9 +1,9 @@
 """Deferred loading: backends registered from the per-user backend cache without dlopen, loaded and
 fully checked at first use; the cache's trust rules; ``Runtime(backends=[...])``."""
 import gc
-import json
 import logging
 import os
+import struct
 
 import numpy as np
 import pytest
@@ -22,7 +22,15 @@ def cache_dir(tmp_path, monkeypatch):
 
 
 def cache_file(cache_dir):
-    return cache_dir / "backends.json"
+    return cache_dir / backend_cache.FILE_NAME
+
+
+def records(cache_dir):
+    """What the cache file holds: canonical path -> (identity, backend id, version)."""
+    c = backend_cache.BackendCache(str(cache_dir))
+    c.read()
+    return {path: (identity, backend_id, version)
+            for path, identity, backend_id, version in c.entries()}
 
 
 def deferred(directory, **kwargs):
@@ -40,8 +48,8 @@ def test_a_cached_backend_registers_without_loading_and_loads_at_first_use(backe
         assert runtime.backend_ids == ["CpuRef"]
         assert entry_for(runtime.report, path)["deferred"] is False
     assert unmapped(path)
-    record = json.loads(cache_file(cache_dir).read_text())["files"][path]
-    assert (record["backend_id"], record["version"]) == ("CpuRef", [1, 2])
+    _, backend_id, version = records(cache_dir)[path]
+    assert (backend_id, version) == ("CpuRef", (1, 2))
 
     with deferred(backend_dir) as runtime:
         entry = entry_for(runtime.report, path)
@@ -101,8 +109,8 @@ def test_a_changed_file_is_loaded_eagerly_and_recorded_again(backend_dir, cache_
         assert (entry["deferred"], entry["backend_id"]) == (False, expected)
         assert runtime.backend_ids == [expected]
         assert mapped(path)
-    record = json.loads(cache_file(cache_dir).read_text())["files"][path]
-    assert record["backend_id"] == expected and record["ino"] == os.stat(path).st_ino
+    identity, backend_id, _ = records(cache_dir)[path]
+    assert backend_id == expected and identity == backend_cache.file_identity(path)
     with deferred(backend_dir) as runtime:
         assert entry_for(runtime.report, path)["deferred"] is True
 
@@ -137,7 +145,7 @@ def test_a_deferred_backend_failing_its_checks_is_reported_as_eager_loading_woul
         assert runtime.backend_ids == [] and runtime.report["registered"] == []
         with pytest.raises(loader.BackendNotFoundError, match=reason):
             runtime.create_backend("Claimed")
-    assert path not in json.loads(cache_file(cache_dir).read_text())["files"]
+    assert path not in records(cache_dir)
 
 
 def test_a_record_naming_another_id_than_the_file_reports_is_refused(backend_dir, cache_dir):
@@ -150,7 +158,7 @@ def test_a_record_naming_another_id_than_the_file_reports_is_refused(backend_dir
 
 
 @pytest.mark.parametrize("content", [b"", b"{", b"\xff\xfe", b"[]", b'{"format": 1}',
-                                     b"x" * 100])
+                                     b"x" * 100, b"DBKCACHE", b"DBKCACHE" + b"\0" * 100])
 def test_a_corrupt_cache_is_ignored_with_a_warning_and_replaced(backend_dir, cache_dir, caplog,
                                                                 content):
     path = install_reference(backend_dir)
@@ -162,46 +170,101 @@ def test_a_corrupt_cache_is_ignored_with_a_warning_and_replaced(backend_dir, cac
             assert runtime.backend_ids == ["CpuRef"]
     assert any("backend cache" in r.getMessage() and "ignored" in r.getMessage()
                for r in caplog.records)
-    assert path in json.loads(cache_file(cache_dir).read_text())["files"]
+    assert path in records(cache_dir)
 
 
-def valid_cache_text(backend_dir, cache_dir):
+def valid_cache_bytes(backend_dir, cache_dir):
     install_reference(backend_dir)
     with deferred(backend_dir):
         pass
-    return cache_file(cache_dir).read_text()
+    return cache_file(cache_dir).read_bytes()
 
 
-@pytest.mark.parametrize("damage", ["truncated", "negative inode", "bad id", "bool size",
-                                    "other loader", "relative path"])
-def test_a_malformed_record_invalidates_the_cache(backend_dir, cache_dir, caplog, damage):
-    text = valid_cache_text(backend_dir, cache_dir)
-    document = json.loads(text)
-    [(path, record)] = document["files"].items()
+def damaged(data, damage):
+    """``data`` (a cache of one record) with one thing wrong, as the layout in
+    loader/_cache.pxi places it."""
+    data = bytearray(data)
+    loader_length = struct.unpack_from("<I", data, 16)[0]
+    record = 20 + loader_length                 # the record's fixed part
+    path_length, id_length = struct.unpack_from("<II", data, record + 48)
+    path, backend_id = record + 56, record + 56 + path_length
     if damage == "truncated":
-        text = text[:len(text) // 2]
-    else:
-        if damage == "negative inode":
-            record["ino"] = -1
-        elif damage == "bad id":
-            record["backend_id"] = "has space"
-        elif damage == "bool size":
-            record["size"] = True
-        elif damage == "other loader":
-            document["loader"] = "0.0.0/api-1.0"
-        elif damage == "relative path":
-            document["files"] = {"relative.so": record}
-        text = json.dumps(document)
-    cache_file(cache_dir).write_text(text)
+        return bytes(data[:len(data) // 2])
+    if damage == "trailing byte":
+        return bytes(data) + b"\0"
+    if damage == "other format":
+        struct.pack_into("<I", data, 8, 1)
+    elif damage == "more records than present":
+        struct.pack_into("<I", data, 12, 2)
+    elif damage == "too many records":
+        struct.pack_into("<I", data, 12, 0xFFFFFFFF)
+    elif damage == "other loader":
+        data[20] ^= 1
+    elif damage == "loader length past the end":
+        struct.pack_into("<I", data, 16, 0xFFFFFFF0)
+    elif damage == "path length past the end":
+        struct.pack_into("<I", data, record + 48, 0xFFFFFFFF)
+    elif damage == "id too long":
+        struct.pack_into("<I", data, record + 52, 257)
+    elif damage == "relative path":
+        data[path] = ord("x")
+    elif damage == "NUL in the path":
+        data[path + 1] = 0
+    elif damage == "bad id":
+        data[backend_id] = ord(" ")
+    elif damage == "empty id":
+        struct.pack_into("<I", data, record + 52, 0)
+        del data[backend_id:]
+    return bytes(data)
+
+
+@pytest.mark.parametrize("damage", ["truncated", "trailing byte", "other format",
+                                    "more records than present", "too many records",
+                                    "other loader", "loader length past the end",
+                                    "path length past the end", "id too long", "relative path",
+                                    "NUL in the path", "bad id", "empty id"])
+def test_a_malformed_cache_is_ignored_with_a_warning(backend_dir, cache_dir, caplog, damage):
+    data = valid_cache_bytes(backend_dir, cache_dir)
+    [path] = records(cache_dir)
+    cache_file(cache_dir).write_bytes(damaged(data, damage))
+    assert records(cache_dir) == {}
     with caplog.at_level(logging.WARNING, logger="loader"):
         with deferred(backend_dir) as runtime:
             assert entry_for(runtime.report, path)["deferred"] is False
-    assert any("backend cache" in r.getMessage() for r in caplog.records)
+    assert any("backend cache" in r.getMessage() and "ignored" in r.getMessage()
+               for r in caplog.records), caplog.text
+    assert path in records(cache_dir), "the damaged cache was not replaced"
+
+
+def test_a_cache_round_trips_every_record(backend_dir, cache_dir, tmp_path):
+    c = backend_cache.BackendCache(str(cache_dir))
+    extremes = [("/a", (0, 0, 0, -(1 << 63), (1 << 63) - 1), "A", (1, 0)),
+                ("/b/" + "é" * 100, ((1 << 64) - 1, (1 << 64) - 1, (1 << 64) - 1, 0, 0),
+                 "B" * 256, (1, 2))]
+    for path, identity, backend_id, version in extremes:
+        c.store(path, identity, backend_id, loader.BackendVersion(*version))
+    c.write()
+    assert records(cache_dir) == {path: (identity, backend_id, version)
+                                  for path, identity, backend_id, version in extremes}
+    again = backend_cache.BackendCache(str(cache_dir))
+    again.read()
+    assert again.lookup("/a", extremes[0][1]) == ("A", (1, 0))
+    assert again.lookup("/a", (0, 0, 0, -(1 << 63), 0)) is None      # another identity
+    assert again.lookup("/b", extremes[0][1]) is None                # another path
+
+
+def test_records_of_versions_this_runtime_cannot_load_are_dropped(cache_dir):
+    c = backend_cache.BackendCache(str(cache_dir))
+    c.store("/old", (1, 1, 1, 1, 1), "Old", loader.BackendVersion(1, 0))
+    c.store("/new", (2, 2, 2, 2, 2), "New", loader.BackendVersion(1, 99))
+    c.store("/next", (3, 3, 3, 3, 3), "Next", loader.BackendVersion(2, 0))
+    c.write()
+    assert set(records(cache_dir)) == {"/old"}
 
 
 @pytest.mark.parametrize("where", ["file", "directory"])
 def test_a_cache_others_can_write_is_refused(backend_dir, cache_dir, caplog, where):
-    valid_cache_text(backend_dir, cache_dir)
+    valid_cache_bytes(backend_dir, cache_dir)
     target = cache_file(cache_dir) if where == "file" else cache_dir
     os.chmod(target, 0o666 if where == "file" else 0o777)
     with caplog.at_level(logging.WARNING, logger="loader"):
@@ -212,7 +275,7 @@ def test_a_cache_others_can_write_is_refused(backend_dir, cache_dir, caplog, whe
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the cache to another user")
 def test_a_cache_owned_by_another_user_is_refused(backend_dir, cache_dir, caplog):
-    valid_cache_text(backend_dir, cache_dir)
+    valid_cache_bytes(backend_dir, cache_dir)
     os.chown(cache_file(cache_dir), 12345, 12345)
     with caplog.at_level(logging.WARNING, logger="loader"):
         with deferred(backend_dir) as runtime:
@@ -221,9 +284,9 @@ def test_a_cache_owned_by_another_user_is_refused(backend_dir, cache_dir, caplog
 
 
 def test_a_symlinked_cache_is_refused(backend_dir, cache_dir, tmp_path, caplog):
-    text = valid_cache_text(backend_dir, cache_dir)
-    elsewhere = tmp_path / "elsewhere.json"
-    elsewhere.write_text(text)
+    data = valid_cache_bytes(backend_dir, cache_dir)
+    elsewhere = tmp_path / "elsewhere.cache"
+    elsewhere.write_bytes(data)
     cache_file(cache_dir).unlink()
     cache_file(cache_dir).symlink_to(elsewhere)
     with caplog.at_level(logging.WARNING, logger="loader"):
@@ -233,7 +296,7 @@ def test_a_symlinked_cache_is_refused(backend_dir, cache_dir, tmp_path, caplog):
 
 
 def test_no_cache_in_strict_mode_or_secure_execution(backend_dir, cache_dir, monkeypatch):
-    valid_cache_text(backend_dir, cache_dir)
+    valid_cache_bytes(backend_dir, cache_dir)
     os.unlink(cache_file(cache_dir))
     with deferred(backend_dir, strict_permissions=True) as runtime:
         assert runtime.report["entries"][0]["deferred"] is False

@@ -1,0 +1,345 @@
+# The backend cache's records (loader.cache keeps the file: where it lives, trust, atomic
+# writes), included into _core.pyx. Parsing, lookup by file identity and writing are in C, so a
+# deferred scan does no per-file Python work for the cache.
+#
+# The file is untrusted input: every count, length and string in it is bounded and checked
+# before use, and any problem refuses the whole file (ValueError naming it).
+#
+# Layout, every integer little-endian:
+#
+#     "DBKCACHE"  format u32  count u32  loader_length u32  loader bytes
+#     count records, each:
+#         dev u64  ino u64  size u64  mtime_ns i64  ctime_ns i64
+#         major u32  minor u32  path_length u32  id_length u32
+#         path bytes (absolute, no NUL)  id bytes (a valid backend id)
+
+cdef enum:
+    CACHE_FORMAT = 2
+    CACHE_HEADER_BYTES = 20             # magic, format, count, loader_length
+    CACHE_RECORD_BYTES = 56             # the fixed part of a record
+    CACHE_MAX_LOADER = 256
+    CACHE_MAX_PATH = 4096
+
+cdef bytes _CACHE_MAGIC = b"DBKCACHE"
+
+
+cdef struct _CacheRecord:
+    uint64_t dev
+    uint64_t ino
+    uint64_t size
+    int64_t mtime_ns
+    int64_t ctime_ns
+    uint32_t major
+    uint32_t minor
+    char *path                  # malloc'd, NUL-terminated
+    char *backend_id            # malloc'd, NUL-terminated
+    bint alive                  # False once forgotten or replaced
+
+
+cdef inline uint64_t _le64(const unsigned char *p) noexcept nogil:
+    return (<uint64_t>p[0] | <uint64_t>p[1] << 8 | <uint64_t>p[2] << 16 | <uint64_t>p[3] << 24
+            | <uint64_t>p[4] << 32 | <uint64_t>p[5] << 40 | <uint64_t>p[6] << 48
+            | <uint64_t>p[7] << 56)
+
+
+cdef inline uint32_t _le32(const unsigned char *p) noexcept nogil:
+    return <uint32_t>p[0] | <uint32_t>p[1] << 8 | <uint32_t>p[2] << 16 | <uint32_t>p[3] << 24
+
+
+cdef inline void _put64(unsigned char *p, uint64_t v) noexcept nogil:
+    cdef int i
+    for i in range(8):
+        p[i] = <unsigned char>(v >> (8 * i))
+
+
+cdef inline void _put32(unsigned char *p, uint32_t v) noexcept nogil:
+    cdef int i
+    for i in range(4):
+        p[i] = <unsigned char>(v >> (8 * i))
+
+
+cdef char *_copy_string(const unsigned char *data, size_t length) noexcept nogil:
+    cdef char *out = <char *>malloc(length + 1)
+    if out != NULL:
+        memcpy(out, data, length)
+        out[length] = 0
+    return out
+
+
+cdef class CacheRecords:
+    """What the backend cache knows: per canonical path, the file's identity (device, inode,
+    size, modification and change times) and the backend id and version loading found. Looked
+    up by identity (a hash on device and inode), then the path compared."""
+    cdef _CacheRecord *records
+    cdef size_t count               # records used, alive or not
+    cdef size_t capacity
+    cdef Py_ssize_t *slots          # open addressing on (dev, ino): record index, -1 free
+    cdef size_t slot_count          # a power of two, at least twice count
+    cdef readonly bint changed      # a record was added, replaced or forgotten since parsing
+    cdef dict _by_path              # path bytes -> indexes of its alive records, built on demand
+
+    def __cinit__(self):
+        self.records = NULL
+        self.slots = NULL
+
+    def __dealloc__(self):
+        self._clear()
+
+    cdef void _clear(self) noexcept:
+        cdef size_t i
+        for i in range(self.count):
+            free(self.records[i].path)
+            free(self.records[i].backend_id)
+        free(self.records)
+        free(self.slots)
+        self.records = NULL
+        self.slots = NULL
+        self.count = self.capacity = self.slot_count = 0
+
+    def __len__(self):
+        cdef size_t i, alive = 0
+        for i in range(self.count):
+            alive += self.records[i].alive
+        return alive
+
+    cdef inline size_t _home(self, uint64_t dev, uint64_t ino) noexcept nogil:
+        cdef uint64_t h = (ino * <uint64_t>0x9E3779B97F4A7C15) ^ (dev * <uint64_t>0xC2B2AE3D27D4EB4F)
+        return <size_t>(h ^ (h >> 29)) & (self.slot_count - 1)
+
+    cdef int _index(self) except -1:
+        """(Re)build the hash of every alive record."""
+        cdef size_t wanted = 16, i, j
+        while wanted < 2 * self.count + 2:
+            wanted *= 2
+        free(self.slots)
+        self.slots = <Py_ssize_t *>malloc(wanted * sizeof(Py_ssize_t))
+        if self.slots == NULL:
+            self.slot_count = 0
+            raise MemoryError()
+        self.slot_count = wanted
+        for i in range(wanted):
+            self.slots[i] = -1
+        for i in range(self.count):
+            if self.records[i].alive:
+                j = self._home(self.records[i].dev, self.records[i].ino)
+                while self.slots[j] >= 0:
+                    j = (j + 1) & (wanted - 1)
+                self.slots[j] = <Py_ssize_t>i
+        return 0
+
+    cdef Py_ssize_t find(self, uint64_t dev, uint64_t ino, uint64_t size, int64_t mtime_ns,
+                         int64_t ctime_ns, const char *path) noexcept nogil:
+        """The record of ``path`` with exactly this identity, or -1."""
+        cdef size_t j
+        cdef _CacheRecord *r
+        if self.slot_count == 0:
+            return -1
+        j = self._home(dev, ino)
+        while self.slots[j] >= 0:
+            r = &self.records[self.slots[j]]
+            if r.alive and r.dev == dev and r.ino == ino and r.size == size \
+                    and r.mtime_ns == mtime_ns and r.ctime_ns == ctime_ns \
+                    and strcmp(r.path, path) == 0:
+                return self.slots[j]
+            j = (j + 1) & (self.slot_count - 1)
+        return -1
+
+    cdef dict _paths(self):
+        cdef size_t i
+        if self._by_path is None:
+            self._by_path = {}
+            for i in range(self.count):
+                if self.records[i].alive:
+                    self._by_path.setdefault(<bytes>self.records[i].path, []).append(i)
+        return self._by_path
+
+    cdef tuple hit(self, Py_ssize_t index):
+        """(backend_id, major, minor) of a record find returned."""
+        cdef _CacheRecord *r = &self.records[index]
+        return PyUnicode_DecodeASCII(r.backend_id, strlen(r.backend_id), NULL), r.major, r.minor
+
+    cdef int _append(self, uint64_t dev, uint64_t ino, uint64_t size, int64_t mtime_ns,
+                     int64_t ctime_ns, uint32_t major, uint32_t minor,
+                     const unsigned char *path, size_t path_length,
+                     const unsigned char *backend_id, size_t id_length) except -1:
+        cdef size_t capacity
+        cdef _CacheRecord *grown
+        cdef _CacheRecord *r
+        if self.count == self.capacity:
+            capacity = 16 if self.capacity == 0 else 2 * self.capacity
+            grown = <_CacheRecord *>realloc(self.records, capacity * sizeof(_CacheRecord))
+            if grown == NULL:
+                raise MemoryError()
+            self.records = grown
+            self.capacity = capacity
+        r = &self.records[self.count]
+        r.path = _copy_string(path, path_length)
+        r.backend_id = _copy_string(backend_id, id_length)
+        if r.path == NULL or r.backend_id == NULL:
+            free(r.path)
+            free(r.backend_id)
+            raise MemoryError()
+        r.dev, r.ino, r.size, r.mtime_ns, r.ctime_ns = dev, ino, size, mtime_ns, ctime_ns
+        r.major, r.minor, r.alive = major, minor, True
+        self.count += 1
+        return 0
+
+    # -- the file ---------------------------------------------------------------------------
+
+    @staticmethod
+    def parse(bytes data, str loader_version, Py_ssize_t max_records):
+        """The records of a cache file's bytes; ValueError naming the first problem. Records
+        of a version this runtime cannot load are dropped (they would fail their checks). Two
+        records for one path are harmless: a lookup needs the path and the exact identity."""
+        cdef CacheRecords result = CacheRecords()
+        cdef const unsigned char *p = data
+        cdef size_t n = len(data), at, count, i, path_length, id_length, loader_length
+        cdef bytes expected_loader = loader_version.encode("utf-8")
+        cdef uint32_t major, minor
+        cdef const unsigned char *path
+        if n < CACHE_HEADER_BYTES or memcmp(p, <const char *>_CACHE_MAGIC, 8) != 0:
+            raise ValueError("not a dynamic-backends cache file")
+        if _le32(p + 8) != CACHE_FORMAT:
+            raise ValueError(f"cache format {_le32(p + 8)}, this loader reads {CACHE_FORMAT}")
+        count = _le32(p + 12)
+        loader_length = _le32(p + 16)
+        if count > <size_t>max_records:
+            raise ValueError(f"{count} records, more than the {max_records} a cache may have")
+        if loader_length > CACHE_MAX_LOADER or loader_length > n - CACHE_HEADER_BYTES:
+            raise ValueError("truncated or malformed header")
+        written_by = p[CACHE_HEADER_BYTES:CACHE_HEADER_BYTES + loader_length]
+        if written_by != expected_loader:
+            raise ValueError(f"written by loader {written_by[:40].decode('utf-8', 'replace')!r}, "
+                             f"this is {loader_version!r}")
+        at = CACHE_HEADER_BYTES + loader_length
+        for i in range(count):
+            if n - at < CACHE_RECORD_BYTES:
+                raise ValueError(f"truncated: record {i} of {count} is missing")
+            major, minor = _le32(p + at + 40), _le32(p + at + 44)
+            path_length, id_length = _le32(p + at + 48), _le32(p + at + 52)
+            if path_length == 0 or path_length > CACHE_MAX_PATH \
+                    or id_length > abi.BACKEND_ID_MAX_LENGTH \
+                    or path_length + id_length > n - at - CACHE_RECORD_BYTES:
+                raise ValueError(f"truncated or malformed record {i}")
+            path = p + at + CACHE_RECORD_BYTES
+            if path[0] != b'/' or memchr(path, 0, path_length) != NULL:
+                raise ValueError(f"record {i}: the path is not absolute or holds a NUL byte")
+            backend_id, problem = _checked_backend_id(
+                <const char *>(path + path_length), id_length)
+            if backend_id is None:
+                raise ValueError(f"record {i}: {problem}")
+            if _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
+                result._append(_le64(p + at), _le64(p + at + 8), _le64(p + at + 16),
+                               <int64_t>_le64(p + at + 24), <int64_t>_le64(p + at + 32),
+                               major, minor, path, path_length, path + path_length, id_length)
+            at += CACHE_RECORD_BYTES + path_length + id_length
+        if at != n:
+            raise ValueError(f"{n - at} bytes after the last record")
+        result._index()
+        return result
+
+    def serialize(self, str loader_version, Py_ssize_t max_records):
+        """The bytes of a cache file holding the alive records (the newest ``max_records``)."""
+        cdef bytes written_by = loader_version.encode("utf-8")[:CACHE_MAX_LOADER]
+        cdef size_t i, total, first = 0, kept = 0, at, path_length, id_length
+        cdef Py_ssize_t alive = len(self)
+        cdef bytearray out
+        cdef unsigned char *q
+        cdef _CacheRecord *r
+        # the oldest alive records beyond max_records are left out
+        while alive > max_records and first < self.count:
+            alive -= self.records[first].alive
+            first += 1
+        total = CACHE_HEADER_BYTES + len(written_by)
+        for i in range(first, self.count):
+            if self.records[i].alive:
+                total += CACHE_RECORD_BYTES + strlen(self.records[i].path) \
+                    + strlen(self.records[i].backend_id)
+                kept += 1
+        out = bytearray(total)
+        q = out
+        memcpy(q, <const char *>_CACHE_MAGIC, 8)
+        _put32(q + 8, CACHE_FORMAT)
+        _put32(q + 12, <uint32_t>kept)
+        _put32(q + 16, <uint32_t>len(written_by))
+        memcpy(q + CACHE_HEADER_BYTES, <const char *>written_by, len(written_by))
+        at = CACHE_HEADER_BYTES + len(written_by)
+        for i in range(first, self.count):
+            r = &self.records[i]
+            if not r.alive:
+                continue
+            path_length, id_length = strlen(r.path), strlen(r.backend_id)
+            _put64(q + at, r.dev)
+            _put64(q + at + 8, r.ino)
+            _put64(q + at + 16, r.size)
+            _put64(q + at + 24, <uint64_t>r.mtime_ns)
+            _put64(q + at + 32, <uint64_t>r.ctime_ns)
+            _put32(q + at + 40, r.major)
+            _put32(q + at + 44, r.minor)
+            _put32(q + at + 48, <uint32_t>path_length)
+            _put32(q + at + 52, <uint32_t>id_length)
+            memcpy(q + at + CACHE_RECORD_BYTES, r.path, path_length)
+            memcpy(q + at + CACHE_RECORD_BYTES + path_length, r.backend_id, id_length)
+            at += CACHE_RECORD_BYTES + path_length + id_length
+        return bytes(out)
+
+    # -- Python-level access (stores, tests, tools) -----------------------------------------
+
+    def lookup(self, str canonical, identity):
+        """(backend_id, major, minor) recorded for ``canonical`` with exactly ``identity``
+        (dev, ino, size, mtime_ns, ctime_ns), or None."""
+        cdef bytes path = os.fsencode(canonical)
+        cdef Py_ssize_t index
+        if identity is None or b"\0" in path:
+            return None
+        dev, ino, size, mtime_ns, ctime_ns = identity
+        index = self.find(dev, ino, size, mtime_ns, ctime_ns, path)
+        return None if index < 0 else self.hit(index)
+
+    def store(self, str canonical, identity, str backend_id, uint32_t major, uint32_t minor):
+        """Record what loading found for ``canonical`` (replacing an older record)."""
+        cdef bytes path = os.fsencode(canonical)
+        cdef bytes raw_id = backend_id.encode("ascii")
+        cdef size_t j
+        dev, ino, size, mtime_ns, ctime_ns = identity
+        if self.lookup(canonical, identity) == (backend_id, major, minor):
+            return
+        if not path.startswith(b"/") or b"\0" in path or len(path) > CACHE_MAX_PATH:
+            return                      # not something a cache file can hold
+        self.forget(canonical)
+        self._append(dev, ino, size, mtime_ns, ctime_ns, major, minor, path, len(path),
+                     raw_id, len(raw_id))
+        self._paths()[path] = [self.count - 1]
+        if 2 * self.count + 2 > self.slot_count:
+            self._index()
+        else:                           # room left: hash the new record only
+            j = self._home(dev, ino)
+            while self.slots[j] >= 0:
+                j = (j + 1) & (self.slot_count - 1)
+            self.slots[j] = <Py_ssize_t>(self.count - 1)
+        self.changed = True
+
+    def forget(self, str canonical):
+        """Drop the record of ``canonical``, if any."""
+        cdef size_t index
+        for index in self._paths().pop(os.fsencode(canonical), ()):
+            self.records[index].alive = False
+            self.changed = True
+
+    def mark_written(self):
+        """The records are now what the file holds."""
+        self.changed = False
+
+    def items(self):
+        """[(canonical, (dev, ino, size, mtime_ns, ctime_ns), backend_id, (major, minor))] of
+        the alive records, oldest first."""
+        cdef size_t i
+        cdef _CacheRecord *r
+        result = []
+        for i in range(self.count):
+            r = &self.records[i]
+            if r.alive:
+                result.append((os.fsdecode(<bytes>r.path), (r.dev, r.ino, r.size, r.mtime_ns,
+                                                            r.ctime_ns),
+                               (<bytes>r.backend_id).decode("ascii"), (r.major, r.minor)))
+        return result
