@@ -15,7 +15,7 @@ Both variables are ignored in a secure-execution process. Each path records wher
 import logging
 import os
 import stat
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import List, Optional, Sequence
 
 from loader import _core, environment
@@ -202,7 +202,8 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
     path = item.path
 
     def refuse(reason: PathReason, detail: str, canonical: Optional[str] = None) -> SearchPath:
-        return replace(item, reason=reason, detail=detail, canonical=canonical)
+        return SearchPath(path=path, reason=reason, detail=detail, canonical=canonical,
+                          source=item.source)
 
     if path == "":
         return refuse(PathReason.EMPTY, "empty path")
@@ -227,7 +228,7 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
     first_position, first = seen.setdefault((st.st_dev, st.st_ino), (position, path))
     if first_position != position:
         return refuse(PathReason.DUPLICATE_PATH, f"same directory as {first}", canonical)
-    return replace(item, reason=None, detail="", canonical=canonical)
+    return SearchPath(path=path, canonical=canonical, source=item.source)
 
 
 def _list_hint(item: SearchPath) -> str:
