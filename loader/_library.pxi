@@ -143,6 +143,40 @@ def is_compatible(uint32_t major, uint32_t minor, uint32_t api_major, uint32_t a
 
 cdef object _dependency_problem = None      # loader.dependencies.dependency_problem
 cdef object _isolated_probe = None          # loader.isolation.probe
+cdef object _make_version = None            # loader.versions.BackendVersion._from_checked
+cdef dict _versions = {}                    # (major << 32 | minor) -> its BackendVersion
+
+
+cdef object _backend_version(uint32_t major, uint32_t minor):
+    """The loader.BackendVersion of a version read from a backend (one shared object for
+    each version seen: they are immutable)."""
+    global _make_version
+    cdef uint64_t key = (<uint64_t>major << 32) | minor
+    version = _versions.get(key)
+    if version is None:
+        if _make_version is None:
+            from loader.versions import BackendVersion
+            _make_version = BackendVersion._from_checked
+        version = _make_version(major, minor)
+        if len(_versions) < 64:
+            _versions[key] = version
+    return version
+
+
+def load_entry(entry, probe_timeout=None, bint secure=False, announce=None):
+    """load_backend for a loader.loading.Entry: the accepted library (its ``detail`` says what
+    an older minor version lacks), or None with the entry skipped; ``backend_id`` and
+    ``version`` are set once they were read."""
+    library, reason, detail, backend_id, major, minor = load_backend(
+        entry.canonical, probe_timeout, secure, announce)
+    if backend_id is not None:
+        entry.backend_id = backend_id
+    if major is not None:
+        entry.version = _backend_version(major, minor)
+    if library is None:
+        entry.reason = reason
+    entry.detail = detail
+    return library
 
 
 def load_backend(str path, probe_timeout=None, bint secure=False, announce=None):

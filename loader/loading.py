@@ -156,19 +156,9 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None,
     ``entry`` marked skipped; a skipped library is already closed. With ``probe_timeout``, the
     file is first loaded in a child process (isolated probing) and skipped if that goes wrong.
     ``secure``: whether the process runs in secure-execution mode (asked when None)."""
-    library, reason, detail, backend_id, major, minor = _core.load_backend(
-        entry.canonical, probe_timeout,
-        paths.is_secure_execution() if secure is None else secure,
-        _announcer(entry) if log.isEnabledFor(logging.DEBUG) else None)
-    if backend_id is not None:
-        entry.backend_id = backend_id
-    if major is not None:
-        entry.version = BackendVersion._from_checked(major, minor)  # two uint32
-    if library is None:
-        entry.skip(reason, detail)
-    else:
-        entry.detail = detail                           # what an older minor version lacks
-    return library
+    return _core.load_entry(entry, probe_timeout,
+                            paths.is_secure_execution() if secure is None else secure,
+                            _announcer(entry) if log.isEnabledFor(logging.DEBUG) else None)
 
 
 def _announcer(entry: Entry):
