@@ -45,6 +45,7 @@ VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlde
          "compiled_wrong_result": "MockCompiledWrongResult",
          "compiled_dies_with_instance": "MockCompiledDiesWithInstance",
          "profiling_bad_events": "MockProfilingBadEvents",
+         "probed_once": "MockProbedOnce",
          "availability_flips": "MockAvailabilityFlips",
          "blob_not_round_trip": "MockBlobNotRoundTrip",
          "factory_missing_required_function": "MockMissingRequired"}
@@ -73,6 +74,15 @@ def test_a_broken_backend_never_stops_the_others(backend_dir, stem, reason):
     report = scan(backend_dir)
     assert entry_for(report, backend_dir / "M_Broken_backend.so")["reason"] == reason
     assert report["registered"] == ["MockAlpha", "MockBeta"]
+
+
+def test_the_factory_is_probed_once_at_load(backend_dir):
+    """Rule 5.5: one probe instance, checked, asked whether it can run here, destroyed; the
+    mock answers no on any instance but the first its factory made."""
+    install_mock("probed_once", backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
+        assert runtime.backend_ids == ["MockProbedOnce"], runtime.report["entries"]
+        assert runtime.create_backend("MockProbedOnce").id == "MockProbedOnce"
 
 
 @pytest.mark.parametrize("stem, backend_id", sorted(VALID.items()))
@@ -196,7 +206,7 @@ def test_scanning_every_mock_at_once_reports_each_reason():
         "MockCompiledDiesWithInstance",
         "MockCompiledWrongResult",
         "MockMissingRequired", "MockMinorOlder", "MockMinorPrevious", "MockPartial",
-        "MockProfilingBadEvents",
+        "MockProbedOnce", "MockProfilingBadEvents",
         "MockSubstitutionWrongBoundary", "MockViewsClaimALayerTwice", "MockViewsMissALayer",
         "MockViewsNameALayerNotOffered"]
 

@@ -54,8 +54,8 @@ def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
         assert sorted(runtime.backend_ids) == [
             "CpuRef", "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockBlobNotRoundTrip",
             "MockCompiledDiesWithInstance", "MockCompiledWrongResult", "MockMinorOlder",
-            "MockMinorPrevious", "MockMissingRequired", "MockPartial", "MockProfilingBadEvents",
-            "MockSubstitutionWrongBoundary",
+            "MockMinorPrevious", "MockMissingRequired", "MockPartial", "MockProbedOnce",
+            "MockProfilingBadEvents", "MockSubstitutionWrongBoundary",
             "MockViewsClaimALayerTwice", "MockViewsMissALayer", "MockViewsNameALayerNotOffered"]
         for backend_id in runtime.backend_ids:
             assert runtime.create_backend(backend_id).id == backend_id
