@@ -16,7 +16,8 @@
 # it); hash tables (buckets and chains inside the file, chains that end); version records
 # (chains that end, files among DT_NEEDED); entry sizes; relocations (inside the file, whole
 # entries, known types, offsets in writable segments, symbols inside the symbol table, init and
-# fini functions in executable code); symbols (names inside the string table, versions defined,
+# fini functions in executable code; relative ones without a symbol, GOT and PLT slots with one,
+# aligned, the PLT's ascending); symbols (names inside the string table, versions defined,
 # values inside the segments, functions in executable code, no undefined local symbol); the
 # section table, when there is a whole one, in agreement with the PT_LOAD segments.
 # ---------------------------------------------------------------------------------------------
@@ -76,6 +77,8 @@ cdef extern from *:
     }
     #define DBK_RELATIVE R_X86_64_RELATIVE
     #define DBK_IRELATIVE R_X86_64_IRELATIVE
+    #define DBK_GLOB_DAT R_X86_64_GLOB_DAT
+    #define DBK_JUMP_SLOT R_X86_64_JUMP_SLOT
     #define DBK_HAS_RELOC_TYPES 1
     #else
     static int dbk_reloc_type_ok(uint32_t t, int text_relocations) { (void)t; (void)text_relocations; return 1; }
@@ -670,7 +673,8 @@ cdef extern from *:
                                      const char *name, int counted)
     {
         const unsigned char *bytes;
-        uint64_t i, n;
+        uint64_t i, n, last_slot = 0;
+        int any_slot = 0;
         if (size % entry_size != 0 || size > DBK_MAX_TABLE_BYTES)
             return dbk_fail(e, name);
         if (size == 0)
@@ -710,6 +714,24 @@ cdef extern from *:
             if (symbol > c->max_symbol)
                 c->max_symbol = symbol;
     #if DBK_HAS_RELOC_TYPES
+            /* A linker writes relative relocations without a symbol, GOT and PLT slots with one,
+             * aligned, the PLT's in ascending order, one each: a symbol's relocation turned
+             * relative, or a slot's without its symbol, gets the load address; a moved PLT one
+             * leaves a slot unrelocated. */
+            if (type == DBK_RELATIVE && symbol != 0)
+                return dbk_fail(e, "a relative relocation names a symbol: its slot would get the load address, not the symbol's");
+            if (type == DBK_GLOB_DAT || type == DBK_JUMP_SLOT) {
+                if (symbol == 0)
+                    return dbk_fail(e, "a GLOB_DAT or JUMP_SLOT relocation names no symbol: its slot would get the library's own load address");
+                if (r.r_offset % sizeof(ElfW(Addr)) != 0)
+                    return dbk_fail(e, "a GLOB_DAT or JUMP_SLOT relocation's r_offset is not a whole GOT slot");
+            }
+            if (type == DBK_JUMP_SLOT) {
+                if (any_slot && r.r_offset <= last_slot)
+                    return dbk_fail(e, "JUMP_SLOT relocations are not in ascending slot order: a PLT slot would be filled twice or left unrelocated");
+                any_slot = 1;
+                last_slot = r.r_offset;
+            }
             if (with_addend && type == DBK_RELATIVE
                     && ((uint64_t)r.r_addend < c->image_start || (uint64_t)r.r_addend > c->image_end))
                 return dbk_fail(e, "a relative relocation's addend points outside the loaded segments");

@@ -335,7 +335,29 @@ STRUCTURE = {
     "code mapped from another file offset": (lambda e: _move_code_segment(e), "p_offset disagrees"),
     "data cut from the file part": (lambda e: _cut_data(e), "p_filesz disagrees"),
     "weak import made local": (lambda e: _make_local(e, "__cxa_finalize"), "undefined symbol is local"),
+    # Relocations a linker never writes.
+    "symbol relocation turned relative": (lambda e: e.put(_relocations(e, DT_RELA, DT_RELASZ, R_GLOB_DAT)[0] + 8,
+                                                          R_RELATIVE, 4), "relative relocation names a symbol"),
+    "PLT relocation without its symbol": (lambda e: e.put(_relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0] + 12,
+                                                          0, 4), "names no symbol"),
+    "PLT relocation off its slot": (lambda e: _shift(e, _relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0], 4),
+                                    "not a whole GOT slot"),
+    "PLT slot filled twice": (lambda e: _shift(e, _relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0], 8),
+                              "ascending slot order"),
 }
+
+DT_PLTRELSZ, DT_JMPREL = 2, 23
+R_GLOB_DAT, R_JUMP_SLOT, R_RELATIVE = 6, 7, 8
+
+
+def _relocations(elf, table_tag, size_tag, r_type):
+    """File offsets of the relocations of type ``r_type`` in a table."""
+    at = elf.table(table_tag)
+    return [at + k for k in range(0, elf.get(elf.dyn(size_tag)), 24) if elf.get(at + k + 8, 4) == r_type]
+
+
+def _shift(elf, relocation, by):
+    elf.put(relocation, elf.get(relocation) + by)
 
 
 def _writable_load(elf):
