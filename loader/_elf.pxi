@@ -16,8 +16,10 @@
 # it); hash tables (buckets and chains inside the file, chains that end); version records
 # (chains that end, files among DT_NEEDED); entry sizes; relocations (inside the file, whole
 # entries, known types, offsets in writable segments, symbols inside the symbol table, init and
-# fini functions in executable code); symbols (names inside the string table, versions defined,
-# values inside the segments, functions in executable code).
+# fini functions in executable code; relative ones without a symbol, GOT and PLT slots with one,
+# aligned, the PLT's ascending); symbols (names inside the string table, versions defined,
+# values inside the segments, functions in executable code, no undefined local symbol); the
+# section table, when there is a whole one, in agreement with the PT_LOAD segments.
 # ---------------------------------------------------------------------------------------------
 
 
@@ -34,6 +36,7 @@ cdef extern from *:
 
     typedef ElfW(Ehdr) dbk_Ehdr;
     typedef ElfW(Phdr) dbk_Phdr;
+    typedef ElfW(Shdr) dbk_Shdr;
     typedef ElfW(Dyn) dbk_Dyn;
     typedef ElfW(Sym) dbk_Sym;
     typedef ElfW(Rela) dbk_Rela;
@@ -47,10 +50,12 @@ cdef extern from *:
     #define DBK_R_SYM ELF64_R_SYM
     #define DBK_R_TYPE ELF64_R_TYPE
     #define DBK_ST_TYPE ELF64_ST_TYPE
+    #define DBK_ST_BIND ELF64_ST_BIND
     #else
     #define DBK_R_SYM ELF32_R_SYM
     #define DBK_R_TYPE ELF32_R_TYPE
     #define DBK_ST_TYPE ELF32_ST_TYPE
+    #define DBK_ST_BIND ELF32_ST_BIND
     #endif
 
     #if defined(__x86_64__) || defined(__aarch64__) || defined(__riscv) || defined(__powerpc64__) || defined(__s390x__)
@@ -72,6 +77,8 @@ cdef extern from *:
     }
     #define DBK_RELATIVE R_X86_64_RELATIVE
     #define DBK_IRELATIVE R_X86_64_IRELATIVE
+    #define DBK_GLOB_DAT R_X86_64_GLOB_DAT
+    #define DBK_JUMP_SLOT R_X86_64_JUMP_SLOT
     #define DBK_HAS_RELOC_TYPES 1
     #else
     static int dbk_reloc_type_ok(uint32_t t, int text_relocations) { (void)t; (void)text_relocations; return 1; }
@@ -85,6 +92,7 @@ cdef extern from *:
         DBK_MAX_FILTERS = 16,
         DBK_MAX_TABLE_BYTES = 64 << 20,       /* any one table: larger is not plausible */
         DBK_MAX_VERSION_RECORDS = 1 << 16,
+        DBK_MAX_SECTIONS = 4096,              /* a larger section table is not checked */
         DBK_MAX_ARRAY_SLOTS = 4096,           /* init and fini functions */
         DBK_MAX_BUFFERS = 256,
         DBK_WINDOW_BYTES = 512,               /* a read for a small record brings its neighbours */
@@ -665,7 +673,8 @@ cdef extern from *:
                                      const char *name, int counted)
     {
         const unsigned char *bytes;
-        uint64_t i, n;
+        uint64_t i, n, last_slot = 0;
+        int any_slot = 0;
         if (size % entry_size != 0 || size > DBK_MAX_TABLE_BYTES)
             return dbk_fail(e, name);
         if (size == 0)
@@ -705,6 +714,24 @@ cdef extern from *:
             if (symbol > c->max_symbol)
                 c->max_symbol = symbol;
     #if DBK_HAS_RELOC_TYPES
+            /* A linker writes relative relocations without a symbol, GOT and PLT slots with one,
+             * aligned, the PLT's in ascending order, one each: a symbol's relocation turned
+             * relative, or a slot's without its symbol, gets the load address; a moved PLT one
+             * leaves a slot unrelocated. */
+            if (type == DBK_RELATIVE && symbol != 0)
+                return dbk_fail(e, "a relative relocation names a symbol: its slot would get the load address, not the symbol's");
+            if (type == DBK_GLOB_DAT || type == DBK_JUMP_SLOT) {
+                if (symbol == 0)
+                    return dbk_fail(e, "a GLOB_DAT or JUMP_SLOT relocation names no symbol: its slot would get the library's own load address");
+                if (r.r_offset % sizeof(ElfW(Addr)) != 0)
+                    return dbk_fail(e, "a GLOB_DAT or JUMP_SLOT relocation's r_offset is not a whole GOT slot");
+            }
+            if (type == DBK_JUMP_SLOT) {
+                if (any_slot && r.r_offset <= last_slot)
+                    return dbk_fail(e, "JUMP_SLOT relocations are not in ascending slot order: a PLT slot would be filled twice or left unrelocated");
+                any_slot = 1;
+                last_slot = r.r_offset;
+            }
             if (with_addend && type == DBK_RELATIVE
                     && ((uint64_t)r.r_addend < c->image_start || (uint64_t)r.r_addend > c->image_end))
                 return dbk_fail(e, "a relative relocation's addend points outside the loaded segments");
@@ -814,6 +841,10 @@ cdef extern from *:
             }
             if (s.st_shndx == SHN_UNDEF && i > 0 && (s.st_other & 3) != STV_DEFAULT)
                 return dbk_fail(e, "an undefined symbol has non-default visibility");
+            /* The linker binds a local symbol to its own object without a lookup: an undefined
+             * one would become the library's load address (a weak import turned non-NULL). */
+            if (s.st_shndx == SHN_UNDEF && i > 0 && DBK_ST_BIND(s.st_info) == STB_LOCAL)
+                return dbk_fail(e, "an undefined symbol is local (STB_LOCAL): the dynamic linker would bind it to the library's own load address");
             if (s.st_shndx == SHN_UNDEF || s.st_shndx >= SHN_LORESERVE
                     || DBK_ST_TYPE(s.st_info) == STT_TLS)
                 continue;
@@ -822,6 +853,64 @@ cdef extern from *:
                     return dbk_fail(e, "a function symbol's st_value lies outside every executable segment");
             } else if (dbk_segment(e, s.st_value, 0, 1, 0) == NULL) {
                 return dbk_fail(e, "a symbol's st_value lies outside every PT_LOAD segment");
+            }
+        }
+        return 0;
+    }
+
+    /* -- the section table ------------------------------------------------------------------ */
+
+    /* The dynamic linker never reads the section table, but a linker writes it in agreement with
+     * the program headers. When the file has one that looks whole (entry size, inside the file,
+     * a null first entry, a string table for the names), every allocated section must lie where
+     * the PT_LOAD segment holding its address maps it: a section with contents inside the
+     * segment's file part at the matching file offset, an SHT_NOBITS one (.bss; not the TLS
+     * template .tbss) past it. A segment whose p_offset or p_filesz was changed maps other bytes
+     * than its sections hold: code taken from another place of the file, or .bss filled with
+     * file bytes instead of zeros. A table that does not look whole is not evidence: skipped. */
+    static int dbk_check_sections(dbk_elf *e, const dbk_Ehdr *h)
+    {
+        const unsigned char *bytes;
+        dbk_Shdr s;
+        uint64_t table;
+        int i, j;
+        if (h->e_shoff == 0 || h->e_shnum == 0 || h->e_shnum > DBK_MAX_SECTIONS
+                || h->e_shentsize != sizeof(dbk_Shdr))
+            return 0;
+        table = (uint64_t)h->e_shnum * sizeof(dbk_Shdr);
+        if (h->e_shoff > e->file_size || table > e->file_size - h->e_shoff
+                || (bytes = dbk_bytes(e, h->e_shoff, table)) == NULL)
+            return 0;
+        memcpy(&s, bytes, sizeof(s));
+        if (s.sh_type != SHT_NULL || s.sh_flags != 0 || s.sh_addr != 0 || s.sh_offset != 0)
+            return 0;
+        if (h->e_shstrndx != SHN_UNDEF) {
+            if (h->e_shstrndx >= h->e_shnum)
+                return 0;
+            memcpy(&s, bytes + (uint64_t)h->e_shstrndx * sizeof(s), sizeof(s));
+            if (s.sh_type != SHT_STRTAB)
+                return 0;
+        }
+        for (i = 1; i < h->e_shnum; i++) {
+            memcpy(&s, bytes + (uint64_t)i * sizeof(s), sizeof(s));
+            if (!(s.sh_flags & SHF_ALLOC) || s.sh_size == 0
+                    || (s.sh_type == SHT_NOBITS && (s.sh_flags & SHF_TLS)))
+                continue;
+            for (j = 0; j < e->n_loads; j++) {
+                const dbk_Phdr *p = &e->phdrs[e->loads[j]];
+                uint64_t into;
+                if (s.sh_addr < p->p_vaddr || s.sh_addr - p->p_vaddr >= p->p_memsz)
+                    continue;
+                into = s.sh_addr - p->p_vaddr;
+                if (s.sh_type == SHT_NOBITS) {
+                    if (into < p->p_filesz)
+                        return dbk_fail(e, "an allocated SHT_NOBITS section (.bss) starts inside the file part of its PT_LOAD segment: its memory would hold file bytes instead of zeros (p_filesz disagrees with the section table)");
+                } else if (into > p->p_filesz || s.sh_size > p->p_filesz - into) {
+                    return dbk_fail(e, "an allocated section runs past the file part of its PT_LOAD segment: its contents would be zeros (p_filesz disagrees with the section table)");
+                } else if (s.sh_offset != p->p_offset + into) {
+                    return dbk_fail(e, "an allocated section's file offset differs from where its PT_LOAD segment maps it: the segment would map other bytes (p_offset disagrees with the section table)");
+                }
+                break;
             }
         }
         return 0;
@@ -984,7 +1073,8 @@ cdef extern from *:
          * past the hashed range): every symbol the linker will read is checked. */
         if (c->max_symbol + 1 > n_symbols && c->max_symbol > 0)
             n_symbols = c->max_symbol + 1;
-        if (dbk_check_symbols(e, &d, n_symbols, defined, highest) != 0)
+        if (dbk_check_symbols(e, &d, n_symbols, defined, highest) != 0
+                || dbk_check_sections(e, h) != 0)
             goto done;
         result = 0;
     done:

@@ -200,6 +200,26 @@ class Elf:
         """File offset of the table a dynamic entry points to."""
         return self.file_offset(self.get(self.dyn(tag)))
 
+    def section(self, wanted):
+        """(sh_addr, sh_offset, sh_size) of the section named ``wanted``."""
+        shoff, shnum, shstrndx = self.get(40), self.get(60, 2), self.get(62, 2)
+        names = self.get(shoff + 64 * shstrndx + 24)
+        for i in range(shnum):
+            at = shoff + 64 * i
+            start = names + self.get(at, 4)
+            if self.data[start:self.data.index(b"\0", start)].decode() == wanted:
+                return self.get(at + 16), self.get(at + 24), self.get(at + 32)
+        raise LookupError(wanted)
+
+    def symbol(self, name):
+        """File offset of the dynamic symbol ``name``."""
+        symbols, strings = self.table(DT_SYMTAB), self.table(DT_STRTAB)
+        for i in range(1, 10_000):
+            start = strings + self.get(symbols + 24 * i, 4)
+            if self.data[start:self.data.index(b"\0", start)] == name.encode():
+                return symbols + 24 * i
+        raise LookupError(name)
+
 
 def _check(data, tmp_path, name="Acme_Bad_backend.so"):
     path = tmp_path / name
@@ -309,7 +329,67 @@ STRUCTURE = {
     "init function outside the code": (lambda e: e.put(e.dyn(DT_INIT), 0x10), "DT_INIT"),
     "init array function outside the code": (lambda e: _break_init_array(e), "DT_INIT_ARRAY"),
     "symbol table gone": (lambda e: e.put(e.dyn(DT_SYMTAB) - 8, 0x7FFF0000), "DT_SYMENT"),
+    # The file agrees with itself but not with its section table: the segments map other bytes
+    # than the linker put there.
+    ".bss filled with file bytes": (lambda e: _fill_bss_from_the_file(e), "SHT_NOBITS section (.bss)"),
+    "code mapped from another file offset": (lambda e: _move_code_segment(e), "p_offset disagrees"),
+    "data cut from the file part": (lambda e: _cut_data(e), "p_filesz disagrees"),
+    "weak import made local": (lambda e: _make_local(e, "__cxa_finalize"), "undefined symbol is local"),
+    # Relocations a linker never writes.
+    "symbol relocation turned relative": (lambda e: e.put(_relocations(e, DT_RELA, DT_RELASZ, R_GLOB_DAT)[0] + 8,
+                                                          R_RELATIVE, 4), "relative relocation names a symbol"),
+    "PLT relocation without its symbol": (lambda e: e.put(_relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0] + 12,
+                                                          0, 4), "names no symbol"),
+    "PLT relocation off its slot": (lambda e: _shift(e, _relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0], 4),
+                                    "not a whole GOT slot"),
+    "PLT slot filled twice": (lambda e: _shift(e, _relocations(e, DT_JMPREL, DT_PLTRELSZ, R_JUMP_SLOT)[0], 8),
+                              "ascending slot order"),
 }
+
+DT_PLTRELSZ, DT_JMPREL = 2, 23
+R_GLOB_DAT, R_JUMP_SLOT, R_RELATIVE = 6, 7, 8
+
+
+def _relocations(elf, table_tag, size_tag, r_type):
+    """File offsets of the relocations of type ``r_type`` in a table."""
+    at = elf.table(table_tag)
+    return [at + k for k in range(0, elf.get(elf.dyn(size_tag)), 24) if elf.get(at + k + 8, 4) == r_type]
+
+
+def _shift(elf, relocation, by):
+    elf.put(relocation, elf.get(relocation) + by)
+
+
+def _writable_load(elf):
+    [index] = [i for i in _loads(elf) if elf.get(elf.field(i, "flags"), 4) & 2]
+    return index
+
+
+def _fill_bss_from_the_file(elf):
+    """The writable segment's p_filesz grows (still below p_memsz) to cover the start of .bss."""
+    index = _writable_load(elf)
+    bss, _, _ = elf.section(".bss")
+    elf.put(elf.field(index, "filesz"), bss - elf.get(elf.field(index, "vaddr")) + 0x100)
+    assert elf.get(elf.field(index, "filesz")) <= elf.get(elf.field(index, "memsz"))
+
+
+def _move_code_segment(elf):
+    """The executable segment is mapped from one page earlier in the file (still congruent)."""
+    [index] = [i for i in _loads(elf) if elf.get(elf.field(i, "flags"), 4) & 1]
+    elf.put(elf.field(index, "offset"), elf.get(elf.field(index, "offset")) - 0x1000)
+
+
+def _cut_data(elf):
+    """The writable segment's file part ends before .data does: its tail would be zeros."""
+    index = _writable_load(elf)
+    data, _, size = elf.section(".data")
+    elf.put(elf.field(index, "filesz"), data - elf.get(elf.field(index, "vaddr")) + size // 2)
+
+
+def _make_local(elf, name):
+    """The weak undefined symbol ``name`` becomes STB_LOCAL (type kept)."""
+    at = elf.symbol(name) + 4
+    elf.put(at, elf.get(at, 1) & 0xF, 1)
 
 
 def _break_init_array(elf):
@@ -332,6 +412,51 @@ def test_structural_defects_are_refused_with_the_field_named(tmp_path, name):
     reason, detail = _check(elf.data, tmp_path)
     assert reason == "not-a-shared-object", (name, reason, detail)
     assert detail.startswith("malformed ELF file: ") and words in detail, detail
+
+
+@elf64_le
+@pytest.mark.parametrize("name", [".bss filled with file bytes", "code mapped from another file offset",
+                                  "weak import made local"])
+def test_a_file_whose_segments_contradict_its_sections_never_reaches_dlopen(tmp_path, name):
+    # Loaded, these hang (the thread pool's state in .bss is garbage) or die (code read from the
+    # headers; the weak __cxa_finalize bound to the load address and called at unload).
+    elf = Elf(_reference())
+    STRUCTURE[name][0](elf)
+    (tmp_path / "Acme_Bad_backend.so").write_bytes(bytes(elf.data))
+    entry = _scan_child(tmp_path, timeout=30)
+    assert entry["reason"] == "not-a-shared-object", entry
+    assert STRUCTURE[name][1] in entry["detail"], entry
+
+
+@elf64_le
+@pytest.mark.parametrize("header, value, size", [(40, 0, 8),         # e_shoff: no section table
+                                                 (40, 64, 8),        # e_shoff: the program headers
+                                                 (58, 40, 2),        # e_shentsize
+                                                 (60, 0xFFFF, 2)])   # e_shnum: past the file
+def test_a_section_table_that_is_not_whole_is_no_evidence(tmp_path, header, value, size):
+    # Without a section table to contradict, the enlarged .bss cannot be told from a real one:
+    # the file is not refused for it (isolated probing is what protects the host then).
+    elf = Elf(_reference())
+    elf.put(header, value, size)
+    assert _check(elf.data, tmp_path) == (None, "")
+    elf = Elf(_reference())
+    _fill_bss_from_the_file(elf)
+    assert "SHT_NOBITS" in _check(elf.data, tmp_path)[1]
+    elf.put(header, value, size)
+    assert _check(elf.data, tmp_path) == (None, "")
+
+
+@needs_cc
+def test_thread_local_bss_inside_the_file_part_is_not_a_contradiction(tmp_path):
+    # .tbss is a template: its address lies among the data that follow it, inside the file part.
+    source = BACKEND.replace("return \"Hostile\";", "return counter + seeded ? \"Tls\" : \"Tls\";")
+    _cc(tmp_path, "Acme_Tls_backend.so", "__thread int counter; __thread int seeded = 7;\n" + source)
+    elf = Elf(bytearray((tmp_path / "Acme_Tls_backend.so").read_bytes()))
+    tbss, _, _ = elf.section(".tbss")
+    index = _writable_load(elf)
+    start = elf.get(elf.field(index, "vaddr"))
+    assert start <= tbss < start + elf.get(elf.field(index, "filesz"))
+    assert loader._core.check_elf_file(str(tmp_path / "Acme_Tls_backend.so")) == (None, "")
 
 
 def test_every_shared_object_of_this_process_passes_the_checks():
