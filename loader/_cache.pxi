@@ -31,8 +31,9 @@ cdef struct _CacheRecord:
     int64_t ctime_ns
     uint32_t major
     uint32_t minor
-    char *path                  # malloc'd, NUL-terminated
-    char *backend_id            # malloc'd, NUL-terminated
+    char *path                  # NUL-terminated, in the arena or (owned) malloc'd
+    char *backend_id            # NUL-terminated, likewise
+    bint owned                  # the strings are the record's own (stored, not parsed)
     bint alive                  # False once forgotten or replaced
 
 
@@ -77,10 +78,13 @@ cdef class CacheRecords:
     cdef size_t slot_count          # a power of two, at least twice count
     cdef readonly bint changed      # a record was added, replaced or forgotten since parsing
     cdef dict _by_path              # path bytes -> indexes of its alive records, built on demand
+    cdef char *arena                # the strings of the parsed records, one allocation
+    cdef size_t arena_used, arena_size
 
     def __cinit__(self):
         self.records = NULL
         self.slots = NULL
+        self.arena = NULL
 
     def __dealloc__(self):
         self._clear()
@@ -88,12 +92,15 @@ cdef class CacheRecords:
     cdef void _clear(self) noexcept:
         cdef size_t i
         for i in range(self.count):
-            free(self.records[i].path)
-            free(self.records[i].backend_id)
+            if self.records[i].owned:
+                free(self.records[i].path)
+                free(self.records[i].backend_id)
         free(self.records)
         free(self.slots)
+        free(self.arena)
         self.records = NULL
         self.slots = NULL
+        self.arena = NULL
         self.count = self.capacity = self.slot_count = 0
 
     def __len__(self):
@@ -173,12 +180,23 @@ cdef class CacheRecords:
             self.records = grown
             self.capacity = capacity
         r = &self.records[self.count]
-        r.path = _copy_string(path, path_length)
-        r.backend_id = _copy_string(backend_id, id_length)
-        if r.path == NULL or r.backend_id == NULL:
-            free(r.path)
-            free(r.backend_id)
-            raise MemoryError()
+        if self.arena != NULL and path_length + id_length + 2 <= self.arena_size - self.arena_used:
+            r.owned = False
+            r.path = self.arena + self.arena_used
+            memcpy(r.path, path, path_length)
+            r.path[path_length] = 0
+            r.backend_id = r.path + path_length + 1
+            memcpy(r.backend_id, backend_id, id_length)
+            r.backend_id[id_length] = 0
+            self.arena_used += path_length + id_length + 2
+        else:
+            r.owned = True
+            r.path = _copy_string(path, path_length)
+            r.backend_id = _copy_string(backend_id, id_length)
+            if r.path == NULL or r.backend_id == NULL:
+                free(r.path)
+                free(r.backend_id)
+                raise MemoryError()
         r.dev, r.ino, r.size, r.mtime_ns, r.ctime_ns = dev, ino, size, mtime_ns, ctime_ns
         r.major, r.minor, r.alive = major, minor, True
         self.count += 1
@@ -212,6 +230,11 @@ cdef class CacheRecords:
             raise ValueError(f"written by loader {written_by[:40].decode('utf-8', 'replace')!r}, "
                              f"this is {loader_version!r}")
         at = CACHE_HEADER_BYTES + loader_length
+        # every string of the file, each with a NUL added, fits in n + 2 * count bytes
+        result.arena_size = n + 2 * count
+        result.arena = <char *>malloc(result.arena_size)
+        if result.arena == NULL:
+            raise MemoryError()
         for i in range(count):
             if n - at < CACHE_RECORD_BYTES:
                 raise ValueError(f"truncated: record {i} of {count} is missing")
@@ -224,10 +247,9 @@ cdef class CacheRecords:
             path = p + at + CACHE_RECORD_BYTES
             if path[0] != b'/' or memchr(path, 0, path_length) != NULL:
                 raise ValueError(f"record {i}: the path is not absolute or holds a NUL byte")
-            backend_id, problem = _checked_backend_id(
-                <const char *>(path + path_length), id_length)
-            if backend_id is None:
-                raise ValueError(f"record {i}: {problem}")
+            if _id_fault(<const char *>(path + path_length), id_length) != ID_OK:
+                raise ValueError(f"record {i}: " + _checked_backend_id(
+                    <const char *>(path + path_length), id_length)[1])
             if _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
                 result._append(_le64(p + at), _le64(p + at + 8), _le64(p + at + 16),
                                <int64_t>_le64(p + at + 24), <int64_t>_le64(p + at + 32),

@@ -260,6 +260,31 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
     return Reason.UNREADABLE, None, _strerror(entry.error)
 
 
+cdef object _make_entry(entry_type, str name, _Entry *entry, list accepted_paths, dict filtered,
+                        size_t index, CacheRecords cache):
+    """scan_directory's entry object for one classified entry."""
+    cdef str canonical
+    cdef Py_ssize_t hit
+    if entry.state == ENTRY_CANDIDATE:      # the common case: no tuple on the way
+        canonical = PyUnicode_DecodeFSDefault(entry.canonical)
+        accepted_paths.append(canonical)
+        made = entry_type(name, canonical)
+        if cache is not None:
+            hit = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
+                             entry.canonical)
+            if hit >= 0:
+                made.known = cache.hit(hit)
+            else:
+                made.identity = (entry.dev, entry.ino, entry.size, entry.mtime_ns,
+                                 entry.ctime_ns)
+        return made
+    reason, canonical, detail = _entry_outcome(entry, accepted_paths, filtered.get(index))
+    made = entry_type(name, canonical)
+    made.reason = reason
+    made.detail = detail
+    return made
+
+
 cdef tuple _known(_Entry *entry, CacheRecords cache):
     """(identity, known) for scan_directory with a backend cache."""
     cdef Py_ssize_t index
@@ -274,7 +299,7 @@ cdef tuple _known(_Entry *entry, CacheRecords cache):
 
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
                    name_filter=None, bint strict_permissions=False, bint candidates_only=False,
-                   str prefix=None, CacheRecords cache=None):
+                   str prefix=None, CacheRecords cache=None, entry_type=None):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
     Returns ``(entries, error)``: ``entries`` is a list of ``(name, reason, canonical,
@@ -294,6 +319,10 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     ``(backend_id, major, minor)`` and ``identity`` None; for any other candidate ``identity``
     is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat found it (to record it once
     loaded) and ``known`` None; both are None for entries that are not candidates.
+
+    With ``entry_type`` (and ``prefix``), each entry is instead ``entry_type(name, canonical)``
+    with its ``reason`` and ``detail`` set when it is not a candidate, and its ``identity`` and
+    ``known`` set when a cache is given (loader.loading.Entry).
     """
     cdef const char *dir_path = directory
     cdef size_t dir_len = len(directory)
@@ -378,6 +407,10 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             name = (<bytes>entries[i].name if prefix is None
                     else prefix + PyUnicode_DecodeFSDefault(entries[i].name))
+            if entry_type is not None:
+                result.append(_make_entry(entry_type, name, &entries[i], accepted_paths,
+                                          filtered, i, cache))
+                continue
             outcome = (name,) + _entry_outcome(&entries[i], accepted_paths, filtered.get(i))
             if cache is not None:
                 outcome += _known(&entries[i], cache)

@@ -95,27 +95,57 @@ cdef tuple _open_library(str path, bytes path_bytes):
     return None, Reason.MISSING_SYMBOL, detail
 
 
+cdef enum IdFault:
+    ID_OK
+    ID_NULL
+    ID_EMPTY
+    ID_RESERVED
+    ID_TOO_LONG
+    ID_BAD_CHARACTER
+
+
+cdef int _id_fault(const char *raw, size_t length) noexcept nogil:
+    """Rule 5.3 on the ``length`` bytes at ``raw`` (NULL: GetBackendId returned NULL): ID_OK,
+    or what is wrong (the first rule broken, in the order _checked_backend_id reports)."""
+    cdef size_t i
+    cdef unsigned char c
+    if raw == NULL:
+        return ID_NULL
+    if length == 0:
+        return ID_EMPTY
+    if length == 7 and memcmp(raw, b"Unknown", 7) == 0:
+        return ID_RESERVED
+    if length > abi.BACKEND_ID_MAX_LENGTH:
+        return ID_TOO_LONG
+    for i in range(length):
+        c = <unsigned char>raw[i]
+        if c < 0x21 or c > 0x7E:
+            return ID_BAD_CHARACTER
+    return ID_OK
+
+
 cdef tuple _checked_backend_id(const char *raw, size_t length):
     """``(id, "")`` when the ``length`` bytes at ``raw`` are a valid backend id (rule 5.3:
     non-empty, not ``Unknown``, printable ASCII without spaces, at most BACKEND_ID_MAX_LENGTH
     bytes), else ``(None, what is wrong with it)``. ``raw`` NULL is GetBackendId returning NULL."""
+    cdef int fault = _id_fault(raw, length)
     cdef size_t i
-    cdef unsigned char c
-    if raw == NULL:
+    if fault == ID_OK:
+        return PyUnicode_DecodeASCII(raw, length, NULL), ""
+    if fault == ID_NULL:
         return None, "GetBackendId returned NULL"
-    if length == 0:
+    if fault == ID_EMPTY:
         return None, "GetBackendId returned an empty id"
-    if length == 7 and memcmp(raw, b"Unknown", 7) == 0:
+    if fault == ID_RESERVED:
         return None, "GetBackendId returned the reserved id 'Unknown'"
-    if length > abi.BACKEND_ID_MAX_LENGTH:
+    if fault == ID_TOO_LONG:
         return None, f"backend id is longer than {abi.BACKEND_ID_MAX_LENGTH} bytes"
     for i in range(length):
-        c = <unsigned char>raw[i]
-        if c < 0x21 or c > 0x7E:
+        if <unsigned char>raw[i] < 0x21 or <unsigned char>raw[i] > 0x7E:
             shown = raw[:length].decode("ascii", "backslashreplace")
-            return None, (f"backend id {shown!r} contains {chr(c)!r}: "
+            return None, (f"backend id {shown!r} contains {chr(<unsigned char>raw[i])!r}: "
                           f"only printable ASCII without spaces is allowed")
-    return raw[:length].decode("ascii"), ""
+    return None, "invalid backend id"
 
 
 def check_backend_id(raw):

@@ -102,7 +102,6 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
     or, when it knows nothing, the identity to record it under (``identity``)."""
     seen = _core.FileSet()
     accepted: List[str] = []
-    first_file: Dict[str, str] = {}  # canonical path of each candidate -> the file that was it
     entries: List[Entry] = []
     for index, search_path in enumerate(search_paths):
         if not search_path.valid:
@@ -110,23 +109,25 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
         prefix = search_path.path if search_path.path.endswith("/") else search_path.path + "/"
         scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
                                               include_invalid, name_filter, strict_permissions,
-                                              prefix=prefix, cache=cache)
+                                              prefix=prefix, cache=cache, entry_type=Entry)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
-        for file, reason, canonical, detail, *known in scanned:
-            entry = Entry(file, canonical)
-            if known:
-                entry.identity, entry.known = known
-            if reason is None:
-                first_file.setdefault(canonical, entry.file)
-            elif reason is Reason.DUPLICATE_FILE and canonical in first_file:
-                # Name the other file, the one that won, not this one's own target.
-                entry.skip(reason, f"same file as {first_file[canonical]}, already a candidate")
-            else:
-                entry.skip(reason, detail)
-            entries.append(entry)
+        entries += scanned
+    if any(e.reason is Reason.DUPLICATE_FILE for e in entries):
+        _name_first_files(entries)
     return entries
+
+
+def _name_first_files(entries: List[Entry]) -> None:
+    """A duplicate-file entry names the file that won (the first candidate that is the same
+    file), not its own target."""
+    first_file: Dict[str, str] = {}  # canonical path of each candidate -> the file that was it
+    for entry in entries:
+        if entry.reason is None:
+            first_file.setdefault(entry.canonical, entry.file)
+        elif entry.reason is Reason.DUPLICATE_FILE and entry.canonical in first_file:
+            entry.detail = f"same file as {first_file[entry.canonical]}, already a candidate"
 
 
 def get_shared_objects(paths) -> List[str]:
