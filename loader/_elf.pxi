@@ -1345,17 +1345,7 @@ def check_elf_file(path):
 cdef extern from *:
     """
     #include <link.h>
-    typedef struct { unsigned long long adds, subs; } dbk_counts;
-
-    static int dbk_counts_callback(struct dl_phdr_info *info, size_t size, void *data)
-    {
-        dbk_counts *counts = (dbk_counts *)data;
-        if (size < offsetof(struct dl_phdr_info, dlpi_subs) + sizeof(info->dlpi_subs))
-            return 1;
-        counts->adds = info->dlpi_adds;
-        counts->subs = info->dlpi_subs;
-        return 1;  /* the counters are the same in every entry: the first is enough */
-    }
+    typedef struct { const char *name; int found; } dbk_wanted;
 
     /* The DT_SONAME of a loaded object, or NULL; only memory its own segments map is read. */
     static const char *dbk_loaded_soname(const struct dl_phdr_info *info)
@@ -1384,15 +1374,33 @@ cdef extern from *:
         }
         return NULL;
     }
+
+    /* dl_iterate_phdr callback: stops (returns 1) at the first loaded object whose path or
+       soname is the wanted name. */
+    static int dbk_match_loaded(struct dl_phdr_info *info, size_t size, void *data)
+    {
+        dbk_wanted *wanted = (dbk_wanted *)data;
+        const char *soname;
+        (void)size;
+        if (info->dlpi_name == NULL || info->dlpi_name[0] == 0
+                || strncmp(info->dlpi_name, "linux-", 6) == 0)   /* the program, the vDSO */
+            return 0;
+        if (strcmp(info->dlpi_name, wanted->name) == 0)
+            return wanted->found = 1;
+        soname = dbk_loaded_soname(info);
+        if (soname != NULL && strcmp(soname, wanted->name) == 0)
+            return wanted->found = 1;
+        return 0;
+    }
     """
     struct dl_phdr_info:
         const char *dlpi_name
 
-    ctypedef struct dbk_counts:
-        unsigned long long adds, subs
-
     int dl_iterate_phdr(int (*callback)(dl_phdr_info *, size_t, void *) noexcept, void *data)
-    int dbk_counts_callback(dl_phdr_info *info, size_t size, void *data) noexcept
+    ctypedef struct dbk_wanted:
+        const char *name
+        int found
+    int dbk_match_loaded(dl_phdr_info *info, size_t size, void *data) noexcept
     const char *dbk_loaded_soname(const dl_phdr_info *info)
 
 
@@ -1413,10 +1421,6 @@ cdef extern from "<string.h>" nogil:
     int strncmp(const char *a, const char *b, size_t n)
 
 
-cdef set _later_names = set()
-cdef dbk_counts _later_counts
-
-
 cdef set _loaded_names():
     cdef set names = set()
     dl_iterate_phdr(_collect_names, <void *>names)
@@ -1424,21 +1428,22 @@ cdef set _loaded_names():
 
 
 # Objects loaded before this module: the program's own libraries and Python's extension modules,
-# which are never unloaded. Those loaded later (backends and what they need) may be, so their
-# names are re-read whenever the link map has changed.
-dl_iterate_phdr(dbk_counts_callback, &_later_counts)
+# which are never unloaded (a set, for the common names such as libc). Those loaded later
+# (backends and what they need, which may be unloaded again) are looked for in the link map
+# itself, in C, on every question: no Python object per loaded library, however many backends
+# are loaded.
 cdef set _startup_names = _loaded_names()
 
 
 def is_library_loaded(str name):
     """Whether the dynamic linker would match DT_NEEDED ``name`` with an object it has already
     loaded (by path or soname), so that it would open nothing for it."""
-    global _later_names, _later_counts
-    cdef dbk_counts counts
+    cdef bytes encoded
+    cdef dbk_wanted wanted
     if name in _startup_names:
         return True
-    dl_iterate_phdr(dbk_counts_callback, &counts)
-    if counts.adds != _later_counts.adds or counts.subs != _later_counts.subs:
-        _later_names = _loaded_names() - _startup_names
-        _later_counts = counts
-    return name in _later_names
+    encoded = os.fsencode(name)
+    wanted.name = encoded
+    wanted.found = 0
+    dl_iterate_phdr(dbk_match_loaded, &wanted)
+    return wanted.found != 0
