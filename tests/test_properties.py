@@ -128,3 +128,49 @@ def test_every_entry_is_reported_once_with_a_consistent_outcome(layout):
                 assert entry["reason"] in expected, (name, kind, entry)
     finally:
         shutil.rmtree(root)
+
+
+# -- the backend cache file: untrusted bytes -------------------------------------------------------
+
+def _cache_bytes(records):
+    """A cache file holding ``records`` [(path, identity, id, (major, minor))], as the loader
+    writes it."""
+    from loader import _core, cache
+    c = _core.CacheRecords()
+    for path, identity, backend_id, (major, minor) in records:
+        c.store(path, identity, backend_id, major, minor)
+    return c.serialize(cache.loader_version(), cache.MAX_RECORDS)
+
+
+cache_records = st.lists(st.tuples(
+    st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=20).map(lambda s: "/" + s),
+    st.tuples(*[st.integers(0, 2**64 - 1)] * 3, *[st.integers(-2**63, 2**63 - 1)] * 2),
+    st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_size=1, max_size=12)
+      .filter(lambda s: s != "Unknown"),
+    st.tuples(st.just(1), st.integers(0, 2))), max_size=6, unique_by=lambda r: r[0])
+
+
+@settings(max_examples=150)
+@given(cache_records, st.lists(st.tuples(st.integers(0, 10**6), st.integers(0, 255)), max_size=4),
+       st.integers(0, 10**6))
+def test_a_cache_file_parses_to_its_records_or_is_refused_whatever_its_bytes(records, flips, cut):
+    """A cache the loader wrote reads back exactly; the same bytes with bytes changed or cut
+    off read back as some records or raise ValueError, never anything else (the parser bounds
+    every count, length and string it reads)."""
+    from loader import _core, cache
+    data = _cache_bytes(records)
+    parsed = _core.CacheRecords.parse(data, cache.loader_version(), cache.MAX_RECORDS)
+    assert sorted(parsed.items()) == sorted(records)
+    damaged = bytearray(data)
+    for at, value in flips:
+        damaged[at % len(damaged)] = value
+    damaged = bytes(damaged[:len(damaged) - cut % (len(damaged) + 1)])
+    try:
+        again = _core.CacheRecords.parse(damaged, cache.loader_version(), cache.MAX_RECORDS)
+    except ValueError:
+        return
+    from loader.loading import check_backend_id
+    for path, identity, backend_id, version in again.items():
+        assert path.startswith("/") and "\x00" not in path
+        assert check_backend_id(backend_id.encode("ascii")) == (backend_id, "")
+        assert loader.is_backend_compatible(version)
