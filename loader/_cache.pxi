@@ -161,9 +161,12 @@ cdef class CacheRecords:
         return self._by_path
 
     cdef tuple hit(self, Py_ssize_t index):
-        """(backend_id, major, minor) of a record find returned."""
+        """(backend_id, version, skew detail) of a record find returned: the id, the
+        loader.BackendVersion and what that version lacks (skew_detail), as loading would
+        give them."""
         cdef _CacheRecord *r = &self.records[index]
-        return PyUnicode_DecodeASCII(r.backend_id, strlen(r.backend_id), NULL), r.major, r.minor
+        return (PyUnicode_DecodeASCII(r.backend_id, strlen(r.backend_id), NULL),
+                _backend_version(r.major, r.minor), skew_detail(r.minor))
 
     cdef int _append(self, uint64_t dev, uint64_t ino, uint64_t size, int64_t mtime_ns,
                      int64_t ctime_ns, uint32_t major, uint32_t minor,
@@ -308,8 +311,8 @@ cdef class CacheRecords:
     # -- Python-level access (stores, tests, tools) -----------------------------------------
 
     def lookup(self, str canonical, identity):
-        """(backend_id, major, minor) recorded for ``canonical`` with exactly ``identity``
-        (dev, ino, size, mtime_ns, ctime_ns), or None."""
+        """(backend_id, version, skew detail) recorded for ``canonical`` with exactly
+        ``identity`` (dev, ino, size, mtime_ns, ctime_ns), or None."""
         cdef bytes path = os.fsencode(canonical)
         cdef Py_ssize_t index
         if identity is None or b"\0" in path:
@@ -324,7 +327,8 @@ cdef class CacheRecords:
         cdef bytes raw_id = backend_id.encode("ascii")
         cdef size_t j
         dev, ino, size, mtime_ns, ctime_ns = identity
-        if self.lookup(canonical, identity) == (backend_id, major, minor):
+        known = self.lookup(canonical, identity)
+        if known is not None and known[0] == backend_id and known[1] == (major, minor):
             return
         if not path.startswith(b"/") or b"\0" in path or len(path) > CACHE_MAX_PATH:
             return                      # not something a cache file can hold

@@ -316,7 +316,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
 
     With a backend ``cache``, each entry has two more items, ``identity`` and ``known``: for a
     candidate the cache has a record of (same path and identity), ``known`` is the recorded
-    ``(backend_id, major, minor)`` and ``identity`` None; for any other candidate ``identity``
+    ``(backend_id, version, skew detail)`` (CacheRecords.hit) and ``identity`` None; for any other candidate ``identity``
     is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat found it (to record it once
     loaded) and ``known`` None; both are None for entries that are not candidates.
 

@@ -72,7 +72,7 @@ class BackendCache:
                ) -> Optional[Tuple[str, BackendVersion]]:
         """(backend_id, version) recorded for ``canonical`` with exactly ``identity``, or None."""
         hit = self.records.lookup(canonical, identity)
-        return None if hit is None else (hit[0], BackendVersion._from_checked(hit[1], hit[2]))
+        return None if hit is None else hit[:2]
 
     def store(self, canonical: str, identity: Optional[Identity], backend_id: str,
               version: BackendVersion) -> None:

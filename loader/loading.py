@@ -46,7 +46,7 @@ class Entry:
         self.registered = registered
         self.deferred = deferred            # registered from the backend cache, without loading
         self.identity = None                # a candidate's identity when the cache lacks it
-        self.known = None                   # (backend_id, major, minor) the cache has for it
+        self.known = None                   # (backend_id, version, detail) the cache has for it
 
     def __repr__(self) -> str:
         return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "

@@ -17,7 +17,7 @@ from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClo
 from loader.filters import backend_filter
 from loader.loading import Entry, discover, load_candidate
 from loader.reasons import Reason
-from loader.versions import BACKEND_API_VERSION, BackendVersion
+from loader.versions import BACKEND_API_VERSION
 
 log = logging.getLogger("loader")
 
@@ -125,20 +125,20 @@ class Runtime:
         loading it now (and recording it in the cache)."""
         known = entry.known                    # what the scan found in the cache
         if known is not None:
-            backend_id, major, minor = known
-            entry.backend_id, entry.version = backend_id, BackendVersion._from_checked(major, minor)
+            backend_id, entry.version, detail = known
+            entry.backend_id = backend_id
             if wanted is not None and backend_id not in wanted:
                 entry.skip(Reason.FILTERED_OUT, _not_requested(backend_id))
                 return
-            with self._lock:
-                if backend_id in self._libraries:
-                    entry.skip(Reason.DUPLICATE_BACKEND_ID,
-                               f"backend id {backend_id!r} already registered from "
-                               f"{self._libraries[backend_id].path}")
-                    return
-                self._libraries[backend_id] = _Deferred(entry)
+            # No lock: the runtime is not shared with anyone while it scans.
+            first = self._libraries.get(backend_id)
+            if first is not None:
+                entry.skip(Reason.DUPLICATE_BACKEND_ID,
+                           f"backend id {backend_id!r} already registered from {first.path}")
+                return
+            self._libraries[backend_id] = _Deferred(entry)
             entry.deferred = entry.registered = True
-            entry.detail = _core.skew_detail(minor)
+            entry.detail = detail
             return
         self._load(entry, probe_timeout, wanted)
         if entry.registered:
