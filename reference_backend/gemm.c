@@ -143,16 +143,77 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
 }
 #endif
 
+#if defined(RK_X86_AVX512)
+/* Transposes the 16 x 16 block r[0..15] in place (r[i][j] becomes r[j][i]). */
+__attribute__((target("avx512f"), always_inline))
+static inline void transpose16x16(__m512 r[16])
+{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 | ... */
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); /* a2 b2 a3 b3 | ... */
+    }
+    for (int i = 0; i < 16; i += 4) {
+        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
+        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
+    }
+    /* r[4q + c] now holds column c of each 4 x 4 block of rows 4q..4q+3, one block per
+       128-bit lane: gather the lanes of the four row groups. */
+    for (int c = 0; c < 4; c++) {
+        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);      /* lanes 0, 2 of each */
+        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);  /* lanes 1, 3 */
+        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
+        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
+    }
+    for (int c = 0; c < 4; c++) {
+        r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
+        r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
+        r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
+        r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
+    }
+}
+
+/*
+ * Packs a transposed block: dst[k * width + i] = src[i * ld + k] for i < rows, 0 for
+ * rows <= i < width, k < kc (width <= 32, rows <= width). Used for the A panels of a row-major
+ * A and the B panels of a [n, k] B: 16 source lines of 64 bytes are read whole and written as
+ * 16 packed rows, instead of one strided scalar per element. Masked loads never touch memory
+ * past the last k, so the block may end the source array.
+ */
+__attribute__((target("avx512f")))
+static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width)
+{
+    for (int i0 = 0; i0 < width; i0 += 16) {
+        const int lanes = width - i0 < 16 ? width - i0 : 16;
+        const __mmask16 store_mask = (__mmask16)((1u << lanes) - 1u);
+        const int64_t valid = rows - i0 < 0 ? 0 : (rows - i0 < 16 ? rows - i0 : 16);
+        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
+            const int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
+            const __mmask16 load_mask = (__mmask16)((1u << kn) - 1u);
+            __m512 r[16];
+            for (int i = 0; i < 16; i++)
+                r[i] = i < valid ? _mm512_maskz_loadu_ps(load_mask, src + (i0 + i) * ld + k0)
+                                 : _mm512_setzero_ps();
+            transpose16x16(r);
+            for (int64_t k = 0; k < kn; k++)
+                _mm512_mask_storeu_ps(dst + (k0 + k) * width + i0, store_mask, r[k]);
+        }
+    }
+}
+#endif
+
 /* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
    micro-panel of a unit, so it should stay in L1/L2; the packed A block
    (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
    the nominal unit width (columns of C per work unit). */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, 4, 8, 128, 256, 4096 };
+static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, 4, 8, 128, 256, 4096 };
 #if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, 6, 16, 144, 256, 4096 };
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, 6, 16, 144, 256, 4096 };
 #endif
 #if defined(RK_X86_AVX512)
-static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, 14, 32, 336, 384, 4096 };
+static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, pack_t_avx512, 14, 32, 336, 256, 4096 };
 #endif
 
 /* ------------------------------------------------------------------------- */
@@ -278,6 +339,8 @@ static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_
         float *d = dst + ip * kc;
         if (op->conv)
             pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+        else if (op->u->pack_t)
+            op->u->pack_t(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
         else
             pack_a_matrix(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
     }
@@ -325,6 +388,11 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
         int64_t cols = min_i64(nr, nc - jp);
         const float *s = op->b + k0 * op->rsb + (j0 + jp) * op->csb;
         float *d = dst + jp * kc;
+        if (op->rsb == 1 && op->csb != 1 && op->u->pack_t) {
+            /* [n, k] storage: each column of B is a contiguous source line */
+            op->u->pack_t(s, op->csb, cols, kc, d, nr);
+            continue;
+        }
         switch (nr) {
         case 32: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 32); break;
         case 16: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 16); break;

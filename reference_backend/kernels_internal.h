@@ -236,8 +236,12 @@ void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        const float *bias, int accumulate);
 
+/* dst[k * width + i] = src[i * ld + k] for i < rows, zero for rows <= i < width, k < kc. */
+typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width);
+
 typedef struct ukr_desc {
     ukr_fn fn;
+    pack_t_fn pack_t; /* vectorized transposing packer for this ISA, or NULL */
     int mr, nr;
     int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
 } ukr_desc;
