@@ -404,8 +404,14 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
 
 /*
  * Parallel scheme. B is packed into a shared "slab" (all of K x up to slab_w
- * columns of B), then C is cut into units of mcu rows x nu columns; each unit
- * packs its own A block per K block into a private buffer.
+ * columns of B), then C is cut into units of nrow row blocks x nu columns;
+ * each unit packs its own A block per K block into a private buffer. Row
+ * blocks are whole micro-panels, as even as possible (counts differing by at
+ * most one micro-panel), so the last units are not the smallest or largest.
+ * A B micro-panel brought into L1 serves every A micro-panel of its unit:
+ * the fewer and taller the units, the fewer times the packed B streams
+ * through the cache, so units are only made smaller to give every thread
+ * RK_UNITS_PER_THREAD of them.
  *
  * All work is one ordered list of items, claimed through an atomic counter:
  *   [B-pack items of slab 0][units of slab 0][B-pack items of slab 1]...
@@ -423,7 +429,8 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
  */
 typedef struct gemm_shared {
     const gemm_op *op;
-    int64_t kc, slab_w, slab_wp, mcu, nu;
+    int64_t kc, slab_w, slab_wp, nu;
+    int64_t row_panels, nrow; /* ceil(M / MR) micro-panels in nrow blocks */
     int64_t nslabs, items_full, total_items;
     float *bp;          /* packed slab: K block at offset pc * slab_wp */
     float *ap;          /* per-thread A buffers, a_stride floats each */
@@ -450,7 +457,7 @@ static int64_t slab_pack_items(const gemm_shared *sh, int64_t slab_w)
 
 static int64_t slab_units(const gemm_shared *sh, int64_t slab_w)
 {
-    return ceil_div(sh->op->m, sh->mcu) * ceil_div(slab_w, sh->nu);
+    return sh->nrow * ceil_div(slab_w, sh->nu);
 }
 
 static void wait_done(gemm_shared *sh, int64_t need)
@@ -483,9 +490,10 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
     const gemm_op *op = sh->op;
     const ukr_desc *u = op->u;
     const int mr = u->mr, nr = u->nr;
-    const int64_t nnb = ceil_div(slab_w, sh->nu);
-    const int64_t i0 = unit / nnb * sh->mcu, j0 = unit % nnb * sh->nu;
-    const int64_t mc = min_i64(sh->mcu, op->m - i0), jend = min_i64(j0 + sh->nu, slab_w);
+    const int64_t nnb = ceil_div(slab_w, sh->nu), rb = unit / nnb;
+    const int64_t i0 = rb * sh->row_panels / sh->nrow * mr, j0 = unit % nnb * sh->nu;
+    const int64_t mc = min_i64((rb + 1) * sh->row_panels / sh->nrow * mr, op->m) - i0;
+    const int64_t jend = min_i64(j0 + sh->nu, slab_w);
     float tile[RK_MAX_MR * RK_MAX_NR] __attribute__((aligned(64)));
     float bias_pad[RK_MAX_NR] __attribute__((aligned(64)));
 
@@ -575,7 +583,7 @@ static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
  *   slab is all of N if that fits RK_SLAB_BYTES (16 MiB), else the widest
  *   slab that fits, but at least RK_MIN_SLAB_COLS columns (so at most
  *   max(16 MiB, 1 KiB * K));
- *   plus one packed A block per thread, at most 336 x 384 floats (516 KiB).
+ *   plus one packed A block per thread, at most 336 x 256 floats (336 KiB).
  * Returns 1 if that allocation fails (C untouched), else 0.
  */
 int rk_gemm_run(const gemm_op *op)
@@ -616,21 +624,21 @@ int rk_gemm_run(const gemm_op *op)
     double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
-    /* Units: start from the cache-sized block and shrink until every thread
-       can claim several, so late finishers are absorbed by the others. */
+    /* Units: row blocks of at most the cache-sized A block; then, with several
+       threads, more row blocks (down to 4 micro-panels each) and only then
+       narrower columns (which re-pack A) until every thread can claim
+       RK_UNITS_PER_THREAD, so a late or slowed thread is absorbed by the others. */
     int64_t w_eff = min_i64(slab_w, N);
-    sh.mcu = balanced_block(M, u->mc, mr);
+    const int64_t target = nt > 1 ? RK_UNITS_PER_THREAD * (int64_t)nt : 1;
+    sh.row_panels = ceil_div(M, mr);
+    sh.nrow = ceil_div(sh.row_panels, max_i64(1, u->mc / mr));
     sh.nu = balanced_block(w_eff, u->nc, nr);
-    while (nt > 1 && ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu) < RK_UNITS_PER_THREAD * (int64_t)nt) {
-        /* prefer thinner row blocks: narrower units would re-pack A */
-        if (sh.mcu > 4 * mr)
-            sh.mcu = balanced_block(M, ceil_div(sh.mcu, 2 * mr) * mr, mr);
-        else if (sh.nu > 4 * nr)
-            sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
-        else
-            break;
-    }
-    int64_t nunits = ceil_div(M, sh.mcu) * ceil_div(w_eff, sh.nu);
+    if (sh.nrow * ceil_div(w_eff, sh.nu) < target)
+        sh.nrow = max_i64(sh.nrow, min_i64(ceil_div(target, ceil_div(w_eff, sh.nu)),
+                                           max_i64(1, sh.row_panels / 4)));
+    while (sh.nrow * ceil_div(w_eff, sh.nu) < target && sh.nu > 4 * nr)
+        sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
+    int64_t nunits = sh.nrow * ceil_div(w_eff, sh.nu);
     if (nt > nunits)
         nt = (int)nunits;
 
@@ -641,7 +649,8 @@ int rk_gemm_run(const gemm_op *op)
         sh.total_items = (sh.nslabs - 1) * sh.items_full + slab_pack_items(&sh, last_w) + slab_units(&sh, last_w);
     }
 
-    sh.a_stride = (size_t)(ceil_div(sh.mcu * sh.kc, 16) * 16); /* keep each buffer 64-byte aligned */
+    /* the tallest row block, times kc; a multiple of 16 floats keeps each buffer 64-byte aligned */
+    sh.a_stride = (size_t)(ceil_div(ceil_div(sh.row_panels, sh.nrow) * mr * sh.kc, 16) * 16);
     size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
     float *scratch = (float *)alloc_aligned((b_elems + sh.a_stride * (size_t)nt) * sizeof(float));
     if (!scratch)

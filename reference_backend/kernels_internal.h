@@ -44,7 +44,7 @@
 /* GEMM work units per thread: enough that a thread started late or slowed
    down by other load is absorbed by the others. */
 #ifndef RK_UNITS_PER_THREAD
-#define RK_UNITS_PER_THREAD 8
+#define RK_UNITS_PER_THREAD 3
 #endif
 
 /* Fully connected with at most this many rows skips the GEMM and streams
