@@ -476,6 +476,15 @@ static void wait_done(gemm_shared *sh, int64_t need)
 {
     if (sh->single || atomic_load(&sh->done) >= need)
         return;
+    /* the items waited for are being run by other threads right now: poll a while first */
+    const int64_t start = rk_now_ns();
+    while (rk_now_ns() - start < RK_SPIN_NS) {
+        for (int i = 0; i < 64; i++) {
+            if (atomic_load_explicit(&sh->done, memory_order_acquire) >= need)
+                return;
+            rk_cpu_relax();
+        }
+    }
     pthread_mutex_lock(&sh->mu);
     sh->waiters++;
     while (atomic_load(&sh->done) < need)

@@ -218,6 +218,22 @@ static inline void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax,
 
 /* ---- threading.c ------------------------------------------------------------------------ */
 
+/* How long a thread that runs out of work polls for more before it sleeps (nanoseconds):
+   longer than the gap between two kernel calls from Python (tens of microseconds). */
+#ifndef RK_SPIN_NS
+#define RK_SPIN_NS 500000
+#endif
+
+static inline void rk_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t rk_now_ns(void);
+
 /* Runs fn on n argument blocks (args + i*stride): block 0 on the caller, the others on the
    persistent pool's workers (or on the caller, when no worker is free to take them). */
 void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
