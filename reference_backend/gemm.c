@@ -418,12 +418,10 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
  * Parallel scheme. B is packed into a shared "slab" (all of K x up to slab_w
  * columns of B), then C is cut into units of nrow row blocks x nu columns;
  * each unit packs its own A block per K block into a private buffer. Row
- * blocks are whole micro-panels, as even as possible (counts differing by at
- * most one micro-panel), so the last units are not the smallest or largest.
- * A B micro-panel brought into L1 serves every A micro-panel of its unit:
- * the fewer and taller the units, the fewer times the packed B streams
- * through the cache, so units are only made smaller to give every thread
- * RK_UNITS_PER_THREAD of them.
+ * blocks are whole micro-panels (see row_blocks): a B micro-panel brought
+ * into L1 serves every A micro-panel of its unit, so tall units stream the
+ * packed B through the cache fewer times, while short units at the end let
+ * the threads finish together.
  *
  * All work is one ordered list of items, claimed through an atomic counter:
  *   [B-pack items of slab 0][units of slab 0][B-pack items of slab 1]...
@@ -442,7 +440,8 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
 typedef struct gemm_shared {
     const gemm_op *op;
     int64_t kc, slab_w, slab_wp, nu;
-    int64_t row_panels, nrow; /* ceil(M / MR) micro-panels in nrow blocks */
+    int64_t nrow;       /* row blocks: micro-panels row_start[r] .. row_start[r + 1] - 1 */
+    const int64_t *row_start;
     int64_t nslabs, items_full, total_items;
     float *bp;          /* packed slab: K block at offset pc * slab_wp */
     float *ap;          /* per-thread A buffers, a_stride floats each */
@@ -512,8 +511,8 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
     const ukr_desc *u = op->u;
     const int mr = u->mr, nr = u->nr;
     const int64_t nnb = ceil_div(slab_w, sh->nu), rb = unit / nnb;
-    const int64_t i0 = rb * sh->row_panels / sh->nrow * mr, j0 = unit % nnb * sh->nu;
-    const int64_t mc = min_i64((rb + 1) * sh->row_panels / sh->nrow * mr, op->m) - i0;
+    const int64_t i0 = sh->row_start[rb] * mr, j0 = unit % nnb * sh->nu;
+    const int64_t mc = min_i64(sh->row_start[rb + 1] * mr, op->m) - i0;
     const int64_t jend = min_i64(j0 + sh->nu, slab_w);
     float tile[RK_MAX_MR * RK_MAX_NR] __attribute__((aligned(64)));
     float bias_pad[RK_MAX_NR] __attribute__((aligned(64)));
@@ -588,6 +587,36 @@ static void *gemm_worker_run(void *arg)
     return NULL;
 }
 
+/*
+ * Splits P micro-panels of rows into blocks of at most max_p; writes the block starts and P to
+ * start[0..n] when start is not NULL, returns n. One thread: n = ceil(P / max_p) blocks as even
+ * as possible. Several threads: guided, each block takes 1/(2 nt) of the panels still left
+ * (at most max_p, at least RK_MIN_BLOCK_PANELS): tall blocks first, where a B micro-panel in L1
+ * serves many A panels, then shorter ones, so that when the threads run out of work they do so
+ * within a short block of each other (for 512 rows of 14-row panels and two threads: 10, 7, 5,
+ * 4, 3, 2, 2, 2, 2 panels).
+ */
+#define RK_MIN_BLOCK_PANELS 2
+static int64_t row_blocks(int64_t P, int64_t max_p, int nt, int64_t *start)
+{
+    int64_t n = 0;
+    if (nt <= 1) {
+        n = ceil_div(P, max_p);
+        for (int64_t i = 0; start && i < n; i++)
+            start[i] = i * P / n;
+    } else {
+        for (int64_t r = 0; r < P; n++) {
+            int64_t size = max_i64(RK_MIN_BLOCK_PANELS, ceil_div(P - r, 2 * (int64_t)nt));
+            if (start)
+                start[n] = r;
+            r += min_i64(min_i64(size, max_p), P - r);
+        }
+    }
+    if (start)
+        start[n] = P;
+    return n;
+}
+
 /* Rebalances a block size so the last block is not tiny, e.g. K = 576 with a
    nominal 384 becomes two blocks of 288 instead of 384 + 192. */
 static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
@@ -604,7 +633,8 @@ static int64_t balanced_block(int64_t total, int64_t nominal, int64_t unit)
  *   slab is all of N if that fits RK_SLAB_BYTES (16 MiB), else the widest
  *   slab that fits, but at least RK_MIN_SLAB_COLS columns (so at most
  *   max(16 MiB, 1 KiB * K));
- *   plus one packed A block per thread, at most 336 x 256 floats (336 KiB).
+ *   plus one packed A block per thread, at most 336 x 256 floats (336 KiB), and
+ *   8 bytes per row block.
  * Returns 1 if that allocation fails (C untouched), else 0.
  */
 int rk_gemm_run(const gemm_op *op)
@@ -645,18 +675,16 @@ int rk_gemm_run(const gemm_op *op)
     double flops = 2.0 * (double)M * (double)N * (double)K;
     int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
-    /* Units: row blocks of at most the cache-sized A block; then, with several
-       threads, more row blocks (down to 4 micro-panels each) and only then
-       narrower columns (which re-pack A) until every thread can claim
-       RK_UNITS_PER_THREAD, so a late or slowed thread is absorbed by the others. */
+    /* Units: row blocks of at most the cache-sized A block (guided with several
+       threads); then, when that gives too few units (few rows), narrower columns
+       (which re-pack A) until every thread can claim RK_UNITS_PER_THREAD, so a
+       late or slowed thread is absorbed by the others. */
     int64_t w_eff = min_i64(slab_w, N);
     const int64_t target = nt > 1 ? RK_UNITS_PER_THREAD * (int64_t)nt : 1;
-    sh.row_panels = ceil_div(M, mr);
-    sh.nrow = ceil_div(sh.row_panels, max_i64(1, u->mc / mr));
+    const int64_t row_panels = ceil_div(M, mr), max_p = max_i64(1, u->mc / mr);
+    const int nt_blocks = nt; /* nt may shrink below; the block starts are computed again */
+    sh.nrow = row_blocks(row_panels, max_p, nt_blocks, NULL);
     sh.nu = balanced_block(w_eff, u->nc, nr);
-    if (sh.nrow * ceil_div(w_eff, sh.nu) < target)
-        sh.nrow = max_i64(sh.nrow, min_i64(ceil_div(target, ceil_div(w_eff, sh.nu)),
-                                           max_i64(1, sh.row_panels / 4)));
     while (sh.nrow * ceil_div(w_eff, sh.nu) < target && sh.nu > 4 * nr)
         sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
     int64_t nunits = sh.nrow * ceil_div(w_eff, sh.nu);
@@ -670,14 +698,19 @@ int rk_gemm_run(const gemm_op *op)
         sh.total_items = (sh.nslabs - 1) * sh.items_full + slab_pack_items(&sh, last_w) + slab_units(&sh, last_w);
     }
 
-    /* the tallest row block, times kc; a multiple of 16 floats keeps each buffer 64-byte aligned */
-    sh.a_stride = (size_t)(ceil_div(ceil_div(sh.row_panels, sh.nrow) * mr * sh.kc, 16) * 16);
+    /* the tallest row block (max_p panels at most), times kc; a multiple of 16 floats keeps
+       each buffer 64-byte aligned, and the row block starts follow the A buffers */
+    sh.a_stride = (size_t)(ceil_div(min_i64(max_p, row_panels) * mr * sh.kc, 16) * 16);
     size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
-    float *scratch = (float *)alloc_aligned((b_elems + sh.a_stride * (size_t)nt) * sizeof(float));
+    size_t f_elems = b_elems + sh.a_stride * (size_t)nt;
+    float *scratch = (float *)alloc_aligned(f_elems * sizeof(float) + (size_t)(sh.nrow + 1) * sizeof(int64_t));
     if (!scratch)
         return 1;
     sh.bp = scratch;
     sh.ap = scratch + b_elems;
+    int64_t *row_start = (int64_t *)(void *)(scratch + f_elems);
+    row_blocks(row_panels, max_p, nt_blocks, row_start);
+    sh.row_start = row_start;
     atomic_init(&sh.next, 0);
     atomic_init(&sh.done, 0);
 
