@@ -86,7 +86,8 @@ for n, k, m in [(29, 37, 45), (15, 1, 33), (70, 300, 70)]:
         w = before_a_hole((m, k) if transpose else (k, m))
         w[...] = rng.standard_normal(w.shape)
         [y] = backend.execute("FullyConnected", [x, w], {"transpose_weights": transpose})
-        np.testing.assert_allclose(y, ref.fully_connected(x, w, None, transpose), rtol=1e-4, atol=1e-3)
+        expected = ref.fully_connected(x, w, None, transpose)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-3)
 print("ok")
 """
 
