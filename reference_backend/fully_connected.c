@@ -93,7 +93,7 @@ static void fc_few_rows(const float *x, const float *w, const float *bias, float
  * Preconditions: n, k, m >= 0 (k = 0 gives y = bias); y does not alias x, w
  * or bias. Up to 4 rows: w is streamed once (threads split the columns of
  * y), no scratch. Otherwise GEMM, scratch as for gemm_run (for n=512,
- * k=m=1024: 4 MiB + 0.5 MiB per thread).
+ * k=m=1024: 4 MiB + 0.33 MiB per thread).
  * Returns 1 if the scratch allocation fails.
  */
 int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,

@@ -44,7 +44,7 @@
 /* GEMM work units per thread: enough that a thread started late or slowed
    down by other load is absorbed by the others. */
 #ifndef RK_UNITS_PER_THREAD
-#define RK_UNITS_PER_THREAD 8
+#define RK_UNITS_PER_THREAD 3
 #endif
 
 /* Fully connected with at most this many rows skips the GEMM and streams
@@ -218,6 +218,22 @@ static inline void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax,
 
 /* ---- threading.c ------------------------------------------------------------------------ */
 
+/* How long a thread that runs out of work polls for more before it sleeps (nanoseconds):
+   longer than the gap between two kernel calls from Python (tens of microseconds). */
+#ifndef RK_SPIN_NS
+#define RK_SPIN_NS 500000
+#endif
+
+static inline void rk_cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t rk_now_ns(void);
+
 /* Runs fn on n argument blocks (args + i*stride): block 0 on the caller, the others on the
    persistent pool's workers (or on the caller, when no worker is free to take them). */
 void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
@@ -236,8 +252,12 @@ void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        const float *bias, int accumulate);
 
+/* dst[k * width + i] = src[i * ld + k] for i < rows, zero for rows <= i < width, k < kc. */
+typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width);
+
 typedef struct ukr_desc {
     ukr_fn fn;
+    pack_t_fn pack_t; /* vectorized transposing packer for this ISA, or NULL */
     int mr, nr;
     int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
 } ukr_desc;

@@ -7,12 +7,16 @@
  * routine (never pthread_exit, which would unwind and may dlopen libgcc_s) and call nothing that
  * takes the dynamic linker's lock, so joining them under that lock in the destructor is safe.
  * A kernel that finds the pool busy (another thread's job) runs its blocks itself; results never
- * depend on how many blocks ran on which thread.
+ * depend on how many blocks ran on which thread. A worker that runs out of blocks polls for the
+ * next job for RK_SPIN_NS (0.5 ms) before it sleeps, and so does a job owner waiting for a
+ * worker's last block.
  */
 #include "kernels_internal.h"
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <time.h>
 #include <unistd.h>
 
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
@@ -54,17 +58,45 @@ static struct {
     pthread_t tid[RK_MAX_THREADS];
     int nworkers;             /* started, not yet joined */
     int stop;
-    /* current job: blocks next..nblocks-1 are unclaimed, `running` are being run */
+    /* current job: blocks next..nblocks-1 are unclaimed, `running` are being run (written
+       under mu; read without it by a spinning job owner) */
     void *(*fn)(void *);
     char *base;
     size_t stride;
-    int next, nblocks, running;
+    int next, nblocks;
+    atomic_int running;
+    /* bumped (under mu) whenever a job is posted or stop is set: idle workers spin on it */
+    atomic_uint posted;
 } g_pool = {
     .job = PTHREAD_MUTEX_INITIALIZER,
     .mu = PTHREAD_MUTEX_INITIALIZER,
     .work = PTHREAD_COND_INITIALIZER,
     .idle = PTHREAD_COND_INITIALIZER,
 };
+
+/* ---- short spins before sleeping ----------------------------------------------------------- */
+
+int64_t rk_now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Polls `*word != seen` for up to RK_SPIN_NS; 1 if it changed. */
+static int spin_while_equal(atomic_uint *word, unsigned seen)
+{
+    const int64_t start = rk_now_ns();
+    for (;;) {
+        for (int i = 0; i < 64; i++) {
+            if (atomic_load_explicit(word, memory_order_acquire) != seen)
+                return 1;
+            rk_cpu_relax();
+        }
+        if (rk_now_ns() - start > RK_SPIN_NS)
+            return 0;
+    }
+}
 
 /* Claims and runs blocks of the current job until none is left; called with mu held, returns
    with mu held. */
@@ -74,20 +106,33 @@ static void run_claimed_blocks(void)
         int i = g_pool.next++;
         void *(*fn)(void *) = g_pool.fn;
         char *arg = g_pool.base + (size_t)i * g_pool.stride;
-        g_pool.running++;
+        atomic_fetch_add(&g_pool.running, 1);
         pthread_mutex_unlock(&g_pool.mu);
         fn(arg);
         pthread_mutex_lock(&g_pool.mu);
-        if (--g_pool.running == 0 && g_pool.next >= g_pool.nblocks)
+        if (atomic_fetch_sub(&g_pool.running, 1) == 1 && g_pool.next >= g_pool.nblocks)
             pthread_cond_signal(&g_pool.idle);
     }
 }
 
+/*
+ * A worker that runs out of blocks keeps polling for the next job for RK_SPIN_NS before it
+ * sleeps on the condition variable: waking a sleeping thread costs from tens of microseconds
+ * (an idle virtual CPU) to milliseconds (a core busy with another process, where the woken
+ * thread waits for its turn), while a kernel called again soon (the next layer, the next
+ * inference) finds a spinning worker already running on its core.
+ */
 static void *worker_main(void *unused)
 {
     (void)unused;
     pthread_mutex_lock(&g_pool.mu);
     for (;;) {
+        if (!g_pool.stop && g_pool.next >= g_pool.nblocks) {
+            const unsigned seen = atomic_load(&g_pool.posted);
+            pthread_mutex_unlock(&g_pool.mu);
+            spin_while_equal(&g_pool.posted, seen);
+            pthread_mutex_lock(&g_pool.mu);
+        }
         while (!g_pool.stop && g_pool.next >= g_pool.nblocks)
             pthread_cond_wait(&g_pool.work, &g_pool.mu);
         if (g_pool.stop)
@@ -126,7 +171,8 @@ static void pool_after_fork_child(void)
     pthread_cond_init(&g_pool.work, NULL);
     pthread_cond_init(&g_pool.idle, NULL);
     g_pool.nworkers = 0;
-    g_pool.next = g_pool.nblocks = g_pool.running = 0;
+    g_pool.next = g_pool.nblocks = 0;
+    atomic_store(&g_pool.running, 0);
 }
 
 static void pool_before_fork(void) { pthread_mutex_lock(&g_pool.mu); }
@@ -148,6 +194,7 @@ __attribute__((destructor)) static void rk_pool_shutdown(void)
 {
     pthread_mutex_lock(&g_pool.mu);
     g_pool.stop = 1;
+    atomic_fetch_add(&g_pool.posted, 1);
     int n = g_pool.nworkers;
     pthread_cond_broadcast(&g_pool.work);
     pthread_mutex_unlock(&g_pool.mu);
@@ -182,7 +229,8 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
     g_pool.stride = stride;
     g_pool.nblocks = n;
     g_pool.next = 1; /* block 0 is the caller's */
-    g_pool.running = 0;
+    atomic_store(&g_pool.running, 0);
+    atomic_fetch_add(&g_pool.posted, 1);
     if (n - 1 < g_pool.nworkers)
         for (int i = 1; i < n; i++)
             pthread_cond_signal(&g_pool.work);
@@ -194,7 +242,17 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
 
     pthread_mutex_lock(&g_pool.mu);
     run_claimed_blocks();
-    while (g_pool.running > 0)
+    if (atomic_load(&g_pool.running) > 0) {
+        /* a worker is finishing its block: usually soon, so poll before sleeping */
+        pthread_mutex_unlock(&g_pool.mu);
+        const int64_t start = rk_now_ns();
+        while (atomic_load_explicit(&g_pool.running, memory_order_acquire) > 0 &&
+               rk_now_ns() - start < RK_SPIN_NS)
+            for (int i = 0; i < 64; i++)
+                rk_cpu_relax();
+        pthread_mutex_lock(&g_pool.mu);
+    }
+    while (atomic_load(&g_pool.running) > 0)
         pthread_cond_wait(&g_pool.idle, &g_pool.mu);
     g_pool.nblocks = g_pool.next = 0;
     pthread_mutex_unlock(&g_pool.mu);
