@@ -9,6 +9,9 @@ loads it in every session of an environment where dynamic-backends is installed.
 unless ``--conformance-backend`` is given, its options are namespaced so they never collide with
 a suite's own, and ``-p no:backend_conformance`` keeps it out of a session altogether.
 
+``--conformance-timeout S``, ``--conformance-quick`` and ``--conformance-seed N`` are the
+command line's ``--timeout``, ``--quick`` and ``--seed``.
+
 ``--backend`` and ``--backend-timeout`` are the plugin's former option names. They still work,
 with a deprecation warning, but only in sessions where no conftest or other plugin defines an
 option of that name: then the suite's own option wins and the plugin stays silent.
@@ -24,6 +27,8 @@ from conformance.report import reproduce_command
 
 OPTION = "--conformance-backend"
 TIMEOUT_OPTION = "--conformance-timeout"
+QUICK_OPTION = "--conformance-quick"
+SEED_OPTION = "--conformance-seed"
 # former name -> (destination, current name)
 DEPRECATED_OPTIONS = {"--backend": ("conformance_backend_deprecated", OPTION),
                       "--backend-timeout": ("conformance_timeout_deprecated", TIMEOUT_OPTION)}
@@ -51,6 +56,10 @@ def pytest_addoption(parser):
     group.addoption(TIMEOUT_OPTION, dest="conformance_timeout", type=_seconds, default=None,
                     metavar="S", help=f"seconds per conformance case "
                                       f"(default {runner.DEFAULT_TIMEOUT:g})")
+    group.addoption(QUICK_OPTION, dest="conformance_quick", action="store_true",
+                    help="the quick tier only, as backend-conformance run --quick")
+    group.addoption(SEED_OPTION, dest="conformance_seed", type=int, default=None, metavar="N",
+                    help="seed of the generated cases' values, as backend-conformance run --seed")
 
 
 def _defined_option_names(parser):
@@ -104,9 +113,10 @@ def _backend_and_timeout(config):
 class _Session:
     """The controller shared by every item of a pytest session."""
 
-    def __init__(self, backend_file, timeout):
+    def __init__(self, backend_file, timeout, quick=False, seed=None):
         self.backend_file = os.path.abspath(backend_file)
-        self.controller = runner.Controller(self.backend_file, timeout)
+        self.controller = runner.Controller(self.backend_file, timeout, seed=seed, quick=quick)
+        self.quick = quick
         self.blocked_by = None
 
 
@@ -119,7 +129,7 @@ class ConformanceSuite(pytest.Collector):
         self.state = state
 
     def collect(self):
-        for case in runner.select_cases(None):
+        for case in runner.select_cases(None, quick=self.state.quick):
             yield ConformanceItem.from_parent(self, name=case.id, case=case, state=self.state)
 
     def reportinfo(self):
@@ -145,8 +155,8 @@ class ConformanceItem(pytest.Item):
         if result.status == "WARNING":
             warnings.warn(ConformanceWarning(f"{self.case.requirement}: {result.message}"))
         if result.status in runner.BREAKING:
-            raise ConformanceFailure(result, reproduce_command(runner.Run(state.backend_file),
-                                                               self.case.id))
+            raise ConformanceFailure(result, reproduce_command(
+                runner.Run(state.backend_file, seed=state.controller.seed), self.case.id))
 
     def repr_failure(self, excinfo):
         if isinstance(excinfo.value, ConformanceFailure):
@@ -174,7 +184,9 @@ def pytest_configure(config):
         runner.check_backend_file(backend_file)
     except runner.BackendFileError as error:
         raise pytest.UsageError(f"{OPTION} {error}") from None
-    config._backend_conformance = _Session(backend_file, timeout)
+    config._backend_conformance = _Session(backend_file, timeout,
+                                           bool(_option(config, "conformance_quick")),
+                                           _option(config, "conformance_seed"))
 
 
 def pytest_report_header(config):
@@ -183,7 +195,8 @@ def pytest_report_header(config):
         return None
     canonical = state.controller.canonical
     shown = state.backend_file + (f" -> {canonical}" if canonical != state.backend_file else "")
-    return f"backend-conformance: {shown}"
+    tier = "quick" if state.quick else "full"
+    return f"backend-conformance: {shown} ({tier} tier, seed {state.controller.seed})"
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -625,6 +625,20 @@ def test_pytest_runs_the_same_cases(tmp_path):
     assert f"{len(cases.CASES) - len(REFERENCE_NOT_SUPPORTED)} passed, 1 skipped" in ok.stdout
 
 
+def test_pytest_runs_the_quick_tier_and_a_chosen_seed(tmp_path):
+    quick = [case.id for case in runner.select_cases(None, quick=True)]
+    assert 0 < len(quick) < len(cases.CASES)
+    result = pytest_in(tmp_path, "-q", "--co", f"--conformance-backend={reference_backend.LIBRARY_PATH}",
+                       "--conformance-quick")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"{len(quick)} tests collected" in result.stdout
+    result = pytest_in(tmp_path, "-q", f"--conformance-backend={mock_backends.path('wrong_convolution')}",
+                       "--conformance-seed=1234", "-k", "conv")
+    assert result.returncode == 1
+    assert "seed 1234" in result.stdout
+    assert "--seed 1234" in result.stdout       # in every reproduce command
+
+
 @pytest.fixture
 def suite_with_its_own_backend_option(tmp_path):
     """Someone else's test suite, with a --backend option of its own."""
