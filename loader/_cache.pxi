@@ -313,8 +313,12 @@ cdef class CacheRecords:
     def lookup(self, str canonical, identity):
         """(backend_id, version, skew detail) recorded for ``canonical`` with exactly
         ``identity`` (dev, ino, size, mtime_ns, ctime_ns), or None."""
-        cdef bytes path = os.fsencode(canonical)
+        cdef bytes path
         cdef Py_ssize_t index
+        try:
+            path = os.fsencode(canonical)
+        except UnicodeError:            # no file has this name: nothing is recorded for it
+            return None
         if identity is None or b"\0" in path:
             return None
         dev, ino, size, mtime_ns, ctime_ns = identity
@@ -323,9 +327,13 @@ cdef class CacheRecords:
 
     def store(self, str canonical, identity, str backend_id, uint32_t major, uint32_t minor):
         """Record what loading found for ``canonical`` (replacing an older record)."""
-        cdef bytes path = os.fsencode(canonical)
+        cdef bytes path
         cdef bytes raw_id = backend_id.encode("ascii")
         cdef size_t j
+        try:
+            path = os.fsencode(canonical)
+        except UnicodeError:            # not a name a file can have: not recorded
+            return
         dev, ino, size, mtime_ns, ctime_ns = identity
         known = self.lookup(canonical, identity)
         if known is not None and known[0] == backend_id and known[1] == (major, minor):
@@ -348,7 +356,11 @@ cdef class CacheRecords:
     def forget(self, str canonical):
         """Drop the record of ``canonical``, if any."""
         cdef size_t index
-        for index in self._paths().pop(os.fsencode(canonical), ()):
+        try:
+            path = os.fsencode(canonical)
+        except UnicodeError:
+            return
+        for index in self._paths().pop(path, ()):
             self.records[index].alive = False
             self.changed = True
 

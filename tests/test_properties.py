@@ -143,7 +143,8 @@ def _cache_bytes(records):
 
 
 cache_records = st.lists(st.tuples(
-    st.text(st.characters(blacklist_characters="\x00"), min_size=1, max_size=20).map(lambda s: "/" + s),
+    st.text(st.characters(blacklist_characters="\x00", blacklist_categories=("Cs",)), min_size=1,
+            max_size=20).map(lambda s: "/" + s),
     st.tuples(*[st.integers(0, 2**64 - 1)] * 3, *[st.integers(-2**63, 2**63 - 1)] * 2),
     st.text(st.characters(min_codepoint=0x21, max_codepoint=0x7e), min_size=1, max_size=12)
       .filter(lambda s: s != "Unknown"),
