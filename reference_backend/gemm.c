@@ -214,6 +214,60 @@ static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc
         }
     }
 }
+
+/*
+ * The implicit im2col block of a convolution (see pack_a_conv_impl), packed 16 channels at a
+ * time: for each tap, the mr (<= 16) output pixels' runs of input channels are loaded whole
+ * (a pixel whose tap falls in the padding loads zeros), transposed, and stored as packed rows.
+ * Worth it from about 8 channels on; fewer leave most of each 16-wide load unused.
+ */
+__attribute__((target("avx512f")))
+static void pack_a_conv_avx512(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows,
+                               int64_t k0, int64_t kc, float *dst, int mr)
+{
+    const int64_t ohw = p->oh * p->ow, C = p->c;
+    const float *img[16];
+    int64_t iy0[16], ix0[16];
+    for (int r = 0; r < 16; r++) {
+        img[r] = NULL;
+        iy0[r] = ix0[r] = 0;
+        if (r < rows && r < mr) {
+            const int64_t q = row0 + r, bi = q / ohw, rem = q - bi * ohw;
+            const int64_t oy = rem / p->ow, ox = rem - oy * p->ow;
+            iy0[r] = oy * p->stride_h - p->pad_top;
+            ix0[r] = ox * p->stride_w - p->pad_left;
+            img[r] = x + bi * p->h * p->w * C;
+        }
+    }
+    const __mmask16 store_mask = (__mmask16)((1u << mr) - 1u);
+    int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
+    while (k < kc) {
+        const int64_t seg = min_i64(C - ci, kc - k);
+        const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
+        const float *src[16];
+        for (int r = 0; r < 16; r++) {
+            src[r] = NULL;
+            if (img[r] != NULL) {
+                const int64_t iy = iy0[r] + ky * p->dil_h, ix = ix0[r] + kx * p->dil_w;
+                if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w)
+                    src[r] = img[r] + (iy * p->w + ix) * C + ci;
+            }
+        }
+        for (int64_t t0 = 0; t0 < seg; t0 += 16) {
+            const int64_t kn = seg - t0 < 16 ? seg - t0 : 16;
+            const __mmask16 load_mask = (__mmask16)((1u << kn) - 1u);
+            __m512 v[16];
+            for (int r = 0; r < 16; r++)
+                v[r] = src[r] != NULL ? _mm512_maskz_loadu_ps(load_mask, src[r] + t0) : _mm512_setzero_ps();
+            transpose16x16(v);
+            for (int64_t t = 0; t < kn; t++)
+                _mm512_mask_storeu_ps(dst + (k + t0 + t) * mr, store_mask, v[t]);
+        }
+        k += seg;
+        ci = 0;
+        tap++;
+    }
+}
 #endif
 
 /* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
@@ -257,6 +311,15 @@ const ukr_desc *rk_gemm_kernel(void)
 {
     pthread_once(&g_once, init_once);
     return g_ukr;
+}
+
+int rk_use_avx512(void)
+{
+#if defined(RK_X86_AVX512)
+    return rk_gemm_kernel() == &ukr_avx512;
+#else
+    return 0;
+#endif
 }
 
 /* ------------------------------------------------------------------------- */
@@ -349,8 +412,16 @@ static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_
     for (int64_t ip = 0; ip < mc; ip += mr) {
         int64_t rows = min_i64(mr, mc - ip);
         float *d = dst + ip * kc;
-        if (op->conv)
+        if (op->conv) {
+#if defined(RK_X86_AVX512)
+            /* pack_t is set only for the AVX-512 kernel, whose mr is at most 16 */
+            if (op->u->pack_t && mr <= 16 && op->conv->c >= 8) {
+                pack_a_conv_avx512(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+                continue;
+            }
+#endif
             pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+        }
         else if (op->u->pack_t)
             op->u->pack_t(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
         else

@@ -291,6 +291,9 @@ typedef struct gemm_op {
 
 /* The micro-kernel for this CPU (chosen once). */
 const ukr_desc *rk_gemm_kernel(void);
+/* 1 when the AVX-512 kernels were selected at run time (the CPU has AVX-512F and it was
+   compiled in), else 0. */
+int rk_use_avx512(void);
 
 /* C = A * B + bias (then the epilogue) as described by op; 1 if scratch allocation failed. */
 int rk_gemm_run(const gemm_op *op);

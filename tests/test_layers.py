@@ -129,6 +129,55 @@ def test_depthwise_convolution2d(backend, rng, shape, kernel, stride, padding, d
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
+# Shapes for the 16-lane paths (the convolution's input packed 16 channels at a time, the
+# depthwise kernel 32 channels and two output pixels at a time): channel counts below, at and
+# past 16 and 32, K blocks of the GEMM that end inside a tap (3 x 3 x 33 = 297 and
+# 3 x 3 x 40 = 360 split in two), odd and even widths, stride 2, padding and dilation at the
+# borders, an image narrower than its window.
+VECTOR_CONVOLUTIONS = [
+    ((1, 9, 13, 8), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 7, 10, 17), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((2, 6, 15, 33), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 12, 11, 40), (3, 3), (2, 1), (0, 2, 1, 0), (1, 2)),
+    ((1, 16, 16, 64), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+    ((1, 5, 31, 37), (5, 3), (1, 2), (2, 2, 1, 1), (1, 1)),
+    ((1, 4, 2, 48), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+]
+
+
+def check_convolution(y, expected, k):
+    assert y.shape == expected.shape
+    # float32 sums of k products of N(0, 1) values: the error grows like sqrt(k)
+    np.testing.assert_allclose(y, expected, rtol=1e-4, atol=2e-5 * np.sqrt(k))
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", VECTOR_CONVOLUTIONS)
+@pytest.mark.parametrize("out_channels", [5, 32, 45])
+def test_convolution2d_vector_paths(backend, rng, shape, kernel, stride, padding, dilation,
+                                    out_channels):
+    x = rand(rng, *shape)
+    w = rand(rng, out_channels, kernel[0], kernel[1], shape[3])
+    bias = rand(rng, out_channels)
+    y = run(backend, "Convolution2d", [x, w, bias],
+            {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
+    check_convolution(y, ref.convolution2d(x, w, bias, stride, padding, dilation),
+                      kernel[0] * kernel[1] * shape[3])
+
+
+@pytest.mark.parametrize("shape, kernel, stride, padding, dilation", VECTOR_CONVOLUTIONS)
+@pytest.mark.parametrize("multiplier", [1, 2])
+@pytest.mark.parametrize("with_bias", [True, False])
+def test_depthwise_convolution2d_vector_paths(backend, rng, shape, kernel, stride, padding,
+                                              dilation, multiplier, with_bias):
+    x = rand(rng, *shape)
+    w = rand(rng, 1, kernel[0], kernel[1], shape[3] * multiplier)
+    bias = rand(rng, shape[3] * multiplier) if with_bias else None
+    y = run(backend, "DepthwiseConvolution2d", [x, w] + ([bias] if with_bias else []),
+            {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
+    check_convolution(y, ref.depthwise_convolution2d(x, w, bias, stride, padding, dilation),
+                      kernel[0] * kernel[1])
+
+
 def test_convolution_descriptor_defaults(backend, rng):
     x, w = rand(rng, 1, 6, 6, 2), rand(rng, 3, 3, 3, 2)
     np.testing.assert_allclose(run(backend, "Convolution2d", [x, w]), ref.convolution2d(x, w),
