@@ -576,6 +576,88 @@ static void mark_done(gemm_shared *sh)
     pthread_mutex_unlock(&sh->mu);
 }
 
+#if defined(RK_X86_AVX512)
+/*
+ * Convolutions with at most one B micro-panel (o <= 32): each packed A panel would serve a
+ * single micro-kernel call, so packing costs as much as it saves. Where the 14 output pixels of
+ * a panel lie in one output row and every tap of the K block falls inside the image for all of
+ * them, row i of the panel is, tap by tap, a run of input channels at a fixed distance
+ * (stride_w * c) from row i - 1: the kernel below broadcasts straight from the NHWC input.
+ * Segments are the K block's runs of channels, one per tap it touches.
+ */
+#define RK_DIRECT_MAX_SEGS 40
+
+/* The K block [k0, k0 + kc)'s segments for the panel of 14 output pixels from row0, or -1
+   when a pixel is in another output row or a tap falls in the padding. */
+static int conv_direct_segments(const rk_conv_params *p, int64_t row0, int64_t k0, int64_t kc,
+                                const float *x, const float **seg, int64_t *len)
+{
+    const int64_t ohw = p->oh * p->ow, C = p->c;
+    const int64_t bi = row0 / ohw, rem = row0 - bi * ohw, oy = rem / p->ow, ox = rem - oy * p->ow;
+    if (ox + 13 >= p->ow)
+        return -1;
+    const int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
+    const int64_t span = 13 * p->stride_w;
+    const float *img = x + bi * p->h * p->w * C;
+    int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
+    int n = 0;
+    while (k < kc) {
+        const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
+        const int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
+        if (n == RK_DIRECT_MAX_SEGS || iy < 0 || iy >= p->h || ix < 0 || ix + span >= p->w)
+            return -1;
+        seg[n] = img + (iy * p->w + ix) * C + ci;
+        len[n] = min_i64(C - ci, kc - k);
+        k += len[n++];
+        ci = 0;
+        tap++;
+    }
+    return n;
+}
+
+/* ukr_avx512_14x32 with A row i, step k at seg[s][i * lda + k] (segments in K order). */
+__attribute__((target("avx512f")))
+static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
+                                    const float *b, float *c, int64_t ldc, const float *bias, int accumulate)
+{
+#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
+#define RK_STEP16(i)                                      \
+    {                                                     \
+        const __m512 ai = _mm512_set1_ps(a[(i) * lda]);   \
+        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);         \
+        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);         \
+    }
+#define RK_ACC16(i)                                                                        \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
+#define RK_BIAS16(i)                                           \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
+    RK_ROWS14(RK_DECL16)
+    for (int s = 0; s < nseg; s++) {
+        const float *a = seg[s];
+        for (int64_t k = 0; k < len[s]; k++) {
+            const __m512 b0 = _mm512_loadu_ps(b);
+            const __m512 b1 = _mm512_loadu_ps(b + 16);
+            RK_ROWS14(RK_STEP16)
+            a += 1;
+            b += 32;
+        }
+    }
+    if (accumulate) {
+        RK_ROWS14(RK_ACC16)
+    } else {
+        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
+        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
+        RK_ROWS14(RK_BIAS16)
+    }
+#undef RK_DECL16
+#undef RK_STEP16
+#undef RK_ACC16
+#undef RK_BIAS16
+}
+#endif
+
 static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
 {
     const gemm_op *op = sh->op;
@@ -592,7 +674,14 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
         const int64_t kc = min_i64(sh->kc, op->k - pc);
         const int accumulate = pc > 0;
         const float *bblk = sh->bp + pc * sh->slab_wp;
-        pack_a(op, i0, mc, pc, kc, ap);
+        /* one B micro-panel: A panels are packed (one at a time) only where the kernel cannot
+           read the input directly */
+        int direct = 0;
+#if defined(RK_X86_AVX512)
+        direct = op->conv != NULL && u == &ukr_avx512 && jend - j0 <= nr && op->conv->c >= 8;
+#endif
+        if (!direct)
+            pack_a(op, i0, mc, pc, kc, ap);
         for (int64_t jr = j0; jr < jend; jr += nr) {
             const int64_t cols = min_i64(nr, jend - jr);
             const float *bpanel = bblk + jr * kc;
@@ -607,18 +696,36 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 const int64_t rows = min_i64(mr, mc - ir);
                 const float *apanel = ap + ir * kc;
                 float *cp = op->c + (i0 + ir) * op->ldc + slab0 + jr;
-                if (rows == mr && cols == nr) {
-                    u->fn(kc, apanel, bpanel, cp, op->ldc, bias, accumulate);
-                } else {
-                    /* Edge tile: go through a full-size local tile so the
-                       kernel never touches C outside the matrix. */
-                    if (accumulate)
-                        for (int64_t i = 0; i < rows; i++)
-                            memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
-                    u->fn(kc, apanel, bpanel, tile, nr, bias, accumulate);
+                int nseg = -1;
+                (void)nseg; /* set and read only with the AVX-512 kernels compiled in */
+#if defined(RK_X86_AVX512)
+                const float *seg[RK_DIRECT_MAX_SEGS];
+                int64_t seg_len[RK_DIRECT_MAX_SEGS];
+                if (direct) {
+                    if (rows == mr)
+                        nseg = conv_direct_segments(op->conv, i0 + ir, pc, kc, op->a, seg, seg_len);
+                    if (nseg < 0)
+                        pack_a(op, i0 + ir, rows, pc, kc, ap + ir * kc);
+                }
+#endif
+                const int full = rows == mr && cols == nr;
+                float *cd = full ? cp : tile;
+                const int64_t ldd = full ? op->ldc : nr;
+                /* Edge tile: go through a full-size local tile so the
+                   kernel never touches C outside the matrix. */
+                if (!full && accumulate)
+                    for (int64_t i = 0; i < rows; i++)
+                        memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
+#if defined(RK_X86_AVX512)
+                if (nseg >= 0)
+                    ukr_avx512_14x32_direct(seg, seg_len, nseg, op->conv->stride_w * op->conv->c, bpanel,
+                                            cd, ldd, bias, accumulate);
+                else
+#endif
+                    u->fn(kc, apanel, bpanel, cd, ldd, bias, accumulate);
+                if (!full)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
-                }
                 /* the tile is final after the last K block: fuse the epilogue while it is hot */
                 if (op->epilogue != NULL && pc + kc >= op->k)
                     rk_apply_epilogue(op->epilogue, cp, op->ldc, i0 + ir, slab0 + jr, rows, cols);

@@ -129,11 +129,13 @@ def test_depthwise_convolution2d(backend, rng, shape, kernel, stride, padding, d
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
-# Shapes for the 16-lane paths (the convolution's input packed 16 channels at a time, the
-# depthwise kernel 32 channels and two output pixels at a time): channel counts below, at and
-# past 16 and 32, K blocks of the GEMM that end inside a tap (3 x 3 x 33 = 297 and
-# 3 x 3 x 40 = 360 split in two), odd and even widths, stride 2, padding and dilation at the
-# borders, an image narrower than its window.
+# Shapes for the 16-lane paths (the convolution's input packed 16 channels at a time or, with at
+# most 32 output channels, read directly by the GEMM kernel for runs of 14 output pixels away
+# from the borders; the depthwise kernel 32 channels and two output pixels at a time): channel
+# counts below, at and past 16 and 32, K blocks of the GEMM that end inside a tap (3 x 3 x 33 =
+# 297 and 3 x 3 x 40 = 360 split in two), odd and even widths, a run of 14 pixels whose last
+# window ends exactly at the right border (pixels 14..27 of 28), stride 2, padding and dilation
+# at the borders, an image narrower than its window.
 VECTOR_CONVOLUTIONS = [
     ((1, 9, 13, 8), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
     ((1, 7, 10, 17), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
@@ -142,6 +144,9 @@ VECTOR_CONVOLUTIONS = [
     ((1, 16, 16, 64), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
     ((1, 5, 31, 37), (5, 3), (1, 2), (2, 2, 1, 1), (1, 1)),
     ((1, 4, 2, 48), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 5, 28, 16), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((1, 3, 30, 40), (3, 3), (1, 1), (1, 1, 1, 1), (1, 1)),
+    ((2, 8, 35, 24), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
 ]
 
 
