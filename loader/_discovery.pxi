@@ -285,44 +285,27 @@ cdef object _make_entry(entry_type, str name, _Entry *entry, list accepted_paths
     return made
 
 
-cdef tuple _known(_Entry *entry, CacheRecords cache):
-    """(identity, known) for scan_directory with a backend cache."""
-    cdef Py_ssize_t index
-    if entry.state != ENTRY_CANDIDATE:
-        return None, None
-    index = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
-                       entry.canonical)
-    if index >= 0:
-        return None, cache.hit(index)
-    return (entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns), None
-
-
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
                    name_filter=None, bint strict_permissions=False, bint candidates_only=False,
-                   str prefix=None, CacheRecords cache=None, entry_type=None):
+                   str prefix="", CacheRecords cache=None, entry_type=None):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
-    Returns ``(entries, error)``: ``entries`` is a list of ``(name, reason, canonical,
-    detail)`` with ``reason`` None for a new candidate; ``name`` is the entry's name as bytes,
-    or, with ``prefix``, the str ``prefix`` + the decoded name (the path as found). Entries
-    with invalid names are left out unless ``include_invalid``. ``error`` is None, or a string
-    when the directory itself could not be read. ``seen`` and ``accepted_paths`` carry
+    Returns ``(entries, error)``: ``entries`` is a list of ``entry_type(file, canonical)``
+    objects (loader.loading.Entry), ``file`` being ``prefix`` + the decoded name (the path as
+    found), with ``reason`` and ``detail`` set for those that are not candidates. Entries with
+    invalid names are left out unless ``include_invalid``. ``error`` is None, or a string when
+    the directory itself could not be read. ``seen`` and ``accepted_paths`` carry
     de-duplication across directories: each new candidate's canonical path is appended to
     ``accepted_paths``. ``name_filter``, when given, is called with each candidate's name (str)
     before anything else is done with it and returns None to keep it, or the detail of its
     ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
-    that belong to a third user. ``candidates_only`` skips building ``entries`` (it comes back
-    empty): for callers that need only ``accepted_paths``.
+    that belong to a third user. ``candidates_only`` builds no entries (the list comes back
+    empty, ``entry_type`` is not needed): for callers that need only ``accepted_paths``.
 
-    With a backend ``cache``, each entry has two more items, ``identity`` and ``known``: for a
-    candidate the cache has a record of (same path and identity), ``known`` is the recorded
-    ``(backend_id, version, skew detail)`` (CacheRecords.hit) and ``identity`` None; for any other candidate ``identity``
-    is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat found it (to record it once
-    loaded) and ``known`` None; both are None for entries that are not candidates.
-
-    With ``entry_type`` (and ``prefix``), each entry is instead ``entry_type(name, canonical)``
-    with its ``reason`` and ``detail`` set when it is not a candidate, and its ``identity`` and
-    ``known`` set when a cache is given (loader.loading.Entry).
+    With a backend ``cache``, each candidate's ``known`` is what the cache records for it
+    (CacheRecords.hit: backend id, version, skew detail) when the record's path and identity
+    match; else its ``identity`` is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat
+    found it, to record it under once loaded.
     """
     cdef const char *dir_path = directory
     cdef size_t dir_len = len(directory)
@@ -337,6 +320,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef list result = []
     cdef dict filtered = {}     # entry index -> detail of its filtered-out skip
     cdef _Trust trust
+    if entry_type is None and not candidates_only:
+        raise TypeError("scan_directory makes entries of entry_type: give one, or candidates_only")
     trust.strict = strict_permissions
     trust.uid = getuid()
 
@@ -405,16 +390,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
-            name = (<bytes>entries[i].name if prefix is None
-                    else prefix + PyUnicode_DecodeFSDefault(entries[i].name))
-            if entry_type is not None:
-                result.append(_make_entry(entry_type, name, &entries[i], accepted_paths,
-                                          filtered, i, cache))
-                continue
-            outcome = (name,) + _entry_outcome(&entries[i], accepted_paths, filtered.get(i))
-            if cache is not None:
-                outcome += _known(&entries[i], cache)
-            result.append(outcome)
+            result.append(_make_entry(entry_type, prefix + PyUnicode_DecodeFSDefault(entries[i].name),
+                                      &entries[i], accepted_paths, filtered, i, cache))
     finally:
         for i in range(count):
             free(entries[i].name)

@@ -418,31 +418,6 @@ cdef class Library:
             _crash_note_close(note)
         return problem
 
-    def unavailable_reason(self):
-        """Why the backend cannot run on this machine (rule 12.6), or None when it can: one
-        fresh instance asked through its optional is_available()."""
-        cdef abi.BackendInstance *instance
-        cdef abi.BackendStatus status = abi.BACKEND_STATUS_OK
-        cdef char message[MESSAGE_SIZE]
-        cdef int note
-        self._require_accepted()
-        note = _crash_note_open(self._path_bytes, "is_available")
-        try:
-            instance = <abi.BackendInstance *>self._backend_factory()
-            if _instance_problem(instance, self.backend_id.encode("ascii"), self.major,
-                                 self.minor) is not None:
-                _destroy_instance(instance)
-                return None                 # the factory probe reports such an instance
-            if dbk_has_is_available(instance):
-                _clear(message)
-                status = instance.is_available(instance, message, MESSAGE_SIZE)
-            _destroy_instance(instance)
-        finally:
-            _crash_note_close(note)
-        if status == abi.BACKEND_STATUS_OK:
-            return None
-        return _unavailable_message(message, status)
-
     def create_backend(self):
         """A new Backend from BackendFactory()."""
         cdef abi.BackendInstance *instance

@@ -101,6 +101,27 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
 #endif
 
 #if defined(RK_X86_AVX512)
+/* The 14x32 tile of the AVX-512 kernels (ukr_avx512_14x32 and ukr_avx512_14x32_direct, which
+   differ only in where a k step's 14 A values come from): its accumulators, and its final
+   store, added to C (later K blocks) or to the bias row (the first K block). */
+#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
+#define RK_ACC16(i)                                                                        \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
+#define RK_BIAS16(i)                                           \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
+#define RK_STORE_TILE16                                                            \
+    if (accumulate) {                                                              \
+        RK_ROWS14(RK_ACC16)                                                        \
+    } else {                                                                       \
+        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();      \
+        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps(); \
+        RK_ROWS14(RK_BIAS16)                                                       \
+    }
+#endif
+
+#if defined(RK_X86_AVX512)
 /* 14x32: 28 zmm accumulators + 2 B vectors + 1 broadcast = 31 of 32 registers.
    Per k step: 2 vector loads and 14 broadcasts feed 28 FMAs, which keeps the
    load ports below the FMA ports' rate. */
@@ -108,19 +129,12 @@ __attribute__((target("avx512f")))
 static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                              const float *bias, int accumulate)
 {
-#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
 #define RK_STEP16(i)                                \
     {                                               \
         const __m512 ai = _mm512_set1_ps(a[i]);     \
         c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);   \
         c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
     }
-#define RK_ACC16(i)                                                                        \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
-#define RK_BIAS16(i)                                           \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
     RK_ROWS14(RK_DECL16)
     /* The C tile is read only at the end: ask for it now, so its 28 lines (often in L2 or
        beyond) arrive during the loop instead of stalling the final additions. */
@@ -141,17 +155,8 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
         a += 14;
         b += 32;
     }
-    if (accumulate) {
-        RK_ROWS14(RK_ACC16)
-    } else {
-        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-        RK_ROWS14(RK_BIAS16)
-    }
-#undef RK_DECL16
+    RK_STORE_TILE16
 #undef RK_STEP16
-#undef RK_ACC16
-#undef RK_BIAS16
 }
 #endif
 
@@ -620,19 +625,12 @@ __attribute__((target("avx512f")))
 static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
                                     const float *b, float *c, int64_t ldc, const float *bias, int accumulate)
 {
-#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
 #define RK_STEP16(i)                                      \
     {                                                     \
         const __m512 ai = _mm512_set1_ps(a[(i) * lda]);   \
         c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);         \
         c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);         \
     }
-#define RK_ACC16(i)                                                                        \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
-#define RK_BIAS16(i)                                           \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
     RK_ROWS14(RK_DECL16)
     for (int s = 0; s < nseg; s++) {
         const float *a = seg[s];
@@ -644,17 +642,12 @@ static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len,
             b += 32;
         }
     }
-    if (accumulate) {
-        RK_ROWS14(RK_ACC16)
-    } else {
-        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();
-        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();
-        RK_ROWS14(RK_BIAS16)
-    }
-#undef RK_DECL16
+    RK_STORE_TILE16
 #undef RK_STEP16
+#undef RK_DECL16
 #undef RK_ACC16
 #undef RK_BIAS16
+#undef RK_STORE_TILE16
 }
 #endif
 
