@@ -55,6 +55,7 @@ include "_cache.pxi"
 include "_discovery.pxi"
 include "_elf.pxi"
 include "_library.pxi"
+include "_registration.pxi"
 include "_network.pxi"
 
 

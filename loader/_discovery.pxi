@@ -83,6 +83,35 @@ cdef class FileSet:
 # Discovery (contract section 4): list one directory, classify every entry without opening it.
 # ---------------------------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------------------------
+# Entries: what became of one directory entry (loader.loading.Entry derives from EntryBase and
+# adds the methods). The scan and registration make thousands of them, so they are created in C
+# without running a Python __init__.
+# ---------------------------------------------------------------------------------------------
+
+cdef class EntryBase:
+    cdef public object file          # the path as found: search path + entry name
+    cdef public object canonical     # fully resolved path, when it resolved
+    cdef public object reason        # None while it is still a candidate, or registered
+    cdef public object detail
+    cdef public object backend_id
+    cdef public object version
+    cdef public bint registered
+    cdef public bint deferred        # registered from the backend cache, without loading
+    cdef public object identity      # a candidate's identity when the cache lacks it
+    cdef public object known         # (backend_id, version, detail) the cache has for it
+
+    def __cinit__(self, *args, **kwargs):
+        self.detail = ""
+
+
+cdef inline EntryBase _new_entry(entry_type, str file, canonical):
+    cdef EntryBase made = EntryBase.__new__(entry_type)
+    made.file = file
+    made.canonical = canonical
+    return made
+
+
 cdef enum EntryState:
     ENTRY_INVALID_NAME
     ENTRY_FILTERED
@@ -260,15 +289,16 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
     return Reason.UNREADABLE, None, _strerror(entry.error)
 
 
-cdef object _make_entry(entry_type, str name, _Entry *entry, list accepted_paths, dict filtered,
-                        size_t index, CacheRecords cache):
+cdef EntryBase _make_entry(entry_type, str name, _Entry *entry, list accepted_paths,
+                           dict filtered, size_t index, CacheRecords cache):
     """scan_directory's entry object for one classified entry."""
     cdef str canonical
     cdef Py_ssize_t hit
+    cdef EntryBase made
     if entry.state == ENTRY_CANDIDATE:      # the common case: no tuple on the way
         canonical = PyUnicode_DecodeFSDefault(entry.canonical)
         accepted_paths.append(canonical)
-        made = entry_type(name, canonical)
+        made = _new_entry(entry_type, name, canonical)
         if cache is not None:
             hit = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
                              entry.canonical)
@@ -279,7 +309,7 @@ cdef object _make_entry(entry_type, str name, _Entry *entry, list accepted_paths
                                  entry.ctime_ns)
         return made
     reason, canonical, detail = _entry_outcome(entry, accepted_paths, filtered.get(index))
-    made = entry_type(name, canonical)
+    made = _new_entry(entry_type, name, canonical)
     made.reason = reason
     made.detail = detail
     return made
@@ -301,6 +331,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
     that belong to a third user. ``candidates_only`` builds no entries (the list comes back
     empty, ``entry_type`` is not needed): for callers that need only ``accepted_paths``.
+    ``entry_type`` is EntryBase or a subclass of it; its ``__init__`` is not called.
 
     With a backend ``cache``, each candidate's ``known`` is what the cache records for it
     (CacheRecords.hit: backend id, version, skew detail) when the record's path and identity
@@ -322,6 +353,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef _Trust trust
     if entry_type is None and not candidates_only:
         raise TypeError("scan_directory makes entries of entry_type: give one, or candidates_only")
+    if entry_type is not None and not issubclass(entry_type, EntryBase):
+        raise TypeError("scan_directory's entry_type must derive from EntryBase")
     trust.strict = strict_permissions
     trust.uid = getuid()
 

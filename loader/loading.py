@@ -6,7 +6,7 @@ The checks run in the contract's order and the first failure is the reason:
     ELF header and segments, needed libraries, isolated probe (when
     asked), dlopen, entry points, backend id, version, factory probe,
     availability                                                        -> loader._core.load_backend
-    duplicate id                                                        -> loader.runtime.Runtime
+    requested ids, duplicate id                                         -> loader._core.register_candidates
 
 ``load_backend`` runs a candidate's checks in one call, in C but for the rare steps that need
 Python (a needed library not loaded yet, the isolated probe).
@@ -27,26 +27,35 @@ REGISTERED = "registered"
 SKIPPED = "skipped"
 
 
-class Entry:
-    """One directory entry of one search path, and what became of it."""
+class Entry(_core.EntryBase):
+    """One directory entry of one search path, and what became of it. The fields live in
+    ``_core.EntryBase`` (the scan creates entries in C):
 
-    __slots__ = ("file", "canonical", "reason", "detail", "backend_id", "version", "registered",
-                 "deferred", "identity", "known")
+    file        the path as found: search path + entry name
+    canonical   the fully resolved path, when it resolved
+    reason      None while it is still a candidate, or registered; else why it was skipped
+    detail      what the reason's words alone do not say ("" when nothing)
+    backend_id, version   as read from the library (or the backend cache), once known
+    registered  it provides a registered backend
+    deferred    registered from the backend cache, without loading (loaded at first use)
+    identity    a candidate's identity when the cache lacks it, to record it under
+    known       (backend_id, version, detail) the cache has for a candidate, or None
+    """
+
+    __slots__ = ()
 
     def __init__(self, file: str, canonical: Optional[str] = None,
                  reason: Optional[Reason] = None, detail: str = "",
                  backend_id: Optional[str] = None, version: Optional[BackendVersion] = None,
                  registered: bool = False, deferred: bool = False):
-        self.file = file                    # the path as found: search path + entry name
-        self.canonical = canonical          # fully resolved path, when it resolved
-        self.reason = reason                # None while it is still a candidate, or registered
+        self.file = file
+        self.canonical = canonical
+        self.reason = reason
         self.detail = detail
         self.backend_id = backend_id
         self.version = version
         self.registered = registered
-        self.deferred = deferred            # registered from the backend cache, without loading
-        self.identity = None                # a candidate's identity when the cache lacks it
-        self.known = None                   # (backend_id, version, detail) the cache has for it
+        self.deferred = deferred
 
     def __repr__(self) -> str:
         return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "
@@ -159,10 +168,11 @@ def load_candidate(entry: Entry, probe_timeout: Optional[float] = None,
     ``secure``: whether the process runs in secure-execution mode (asked when None)."""
     return _core.load_entry(entry, probe_timeout,
                             paths.is_secure_execution() if secure is None else secure,
-                            _announcer(entry) if log.isEnabledFor(logging.DEBUG) else None)
+                            announcer(entry) if log.isEnabledFor(logging.DEBUG) else None)
 
 
-def _announcer(entry: Entry):
+def announcer(entry: Entry):
+    """What load_backend calls just before dlopen: the DEBUG line naming the file."""
     path = (entry.canonical if entry.file == entry.canonical
             else f"{entry.file} -> {entry.canonical}")
     return lambda: log.debug("loading %s", paths.text(path))

@@ -15,7 +15,7 @@ from loader import _core, cache as _cache, environment, isolation
 from loader import paths as _paths
 from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
 from loader.filters import backend_filter
-from loader.loading import Entry, discover, load_candidate
+from loader.loading import Entry, announcer, discover, load_candidate
 from loader.reasons import Reason
 from loader.versions import BACKEND_API_VERSION
 
@@ -99,12 +99,11 @@ class Runtime:
         timeout = self._settings["probe_timeout"] if self._settings["probe"] == "isolated" else None
         self._timeout = timeout
         self._secure = _paths.is_secure_execution()
-        register = self._register if self._cache.usable else self._load
         with _core.CrashNotes():  # a crash while loading names its file (see _crash_note.pxi)
-            for entry in self._entries:  # log each entry as soon as it is decided
-                if entry.reason is None:
-                    register(entry, timeout, wanted)
-                entry.log()
+            _core.register_candidates(  # logs each entry as soon as it is decided
+                self._entries, self._libraries, wanted,
+                self._cache.records if self._cache.usable else None,
+                timeout, self._secure, log, announcer)
         self._cache.write()
         self._registered = list(self._libraries)  # what the scan registered, for the report
         self._report: Optional[dict] = None      # built on first use: most runtimes never ask
@@ -119,48 +118,6 @@ class Runtime:
             return f"skipped: {why}"
         searched = ", ".join(p.path for p in self._search_paths if p.valid) or "no valid path"
         return f"no file on the search paths provides it (searched: {searched})"
-
-    def _register(self, entry: Entry, probe_timeout: Optional[float], wanted) -> None:
-        """Register one candidate: from the cache when deferred loading knows it, else by
-        loading it now (and recording it in the cache)."""
-        known = entry.known                    # what the scan found in the cache
-        if known is not None:
-            backend_id, entry.version, detail = known
-            entry.backend_id = backend_id
-            if wanted is not None and backend_id not in wanted:
-                entry.skip(Reason.FILTERED_OUT, _not_requested(backend_id))
-                return
-            # No lock: the runtime is not shared with anyone while it scans.
-            first = self._libraries.get(backend_id)
-            if first is not None:
-                entry.skip(Reason.DUPLICATE_BACKEND_ID,
-                           f"backend id {backend_id!r} already registered from {first.path}")
-                return
-            self._libraries[backend_id] = _Deferred(entry)
-            entry.deferred = entry.registered = True
-            entry.detail = detail
-            return
-        self._load(entry, probe_timeout, wanted)
-        if entry.registered:
-            self._cache.store(entry.canonical, entry.identity, entry.backend_id, entry.version)
-
-    def _load(self, entry: Entry, probe_timeout: Optional[float], wanted=None) -> None:
-        library = load_candidate(entry, probe_timeout, self._secure)
-        if library is None:
-            return
-        if wanted is not None and entry.backend_id not in wanted:
-            library.close()
-            entry.skip(Reason.FILTERED_OUT, _not_requested(entry.backend_id))
-            return
-        with self._lock:
-            if entry.backend_id in self._libraries:
-                first = self._libraries[entry.backend_id]
-                library.close()
-                entry.skip(Reason.DUPLICATE_BACKEND_ID,
-                           f"backend id {entry.backend_id!r} already registered from {first.path}")
-                return
-            self._libraries[entry.backend_id] = library
-        entry.registered = True
 
     def _build_report(self) -> dict:
         return {
@@ -221,7 +178,7 @@ class Runtime:
                     f"the runtime is closed and holds no backends; create {backend_id!r} before "
                     f"closing it (a backend outlives its runtime)")
             library = self._libraries.get(backend_id)
-            if isinstance(library, _Deferred):
+            if isinstance(library, _core.DeferredBackend):
                 library = self._load_deferred(backend_id, library)
         if library is None:
             message = f"no backend {backend_id!r} is registered"
@@ -233,7 +190,7 @@ class Runtime:
             raise BackendNotFoundError(message)
         return library.create_backend()
 
-    def _load_deferred(self, backend_id: str, pending: "_Deferred"):
+    def _load_deferred(self, backend_id: str, pending: "_core.DeferredBackend"):
         """Load and check a deferred backend (lock held): the library, or None with its entry
         skipped (and its cache record dropped) exactly as eager loading would have skipped it."""
         entry = pending.entry
@@ -317,23 +274,6 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"backends={self.backend_ids}"
         return f"<Runtime {state}>"
-
-
-class _Deferred:
-    """A backend registered from the cache, not loaded yet."""
-
-    __slots__ = ("entry",)
-
-    def __init__(self, entry: Entry):
-        self.entry = entry
-
-    @property
-    def path(self) -> str:
-        return self.entry.canonical
-
-
-def _not_requested(backend_id: str) -> str:
-    return f"backend id {backend_id!r} is not among the requested backends"
 
 
 def _required_ids(required, name: str = "required_backends") -> Tuple[str, ...]:
