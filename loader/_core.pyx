@@ -5,6 +5,7 @@ Everything here calls libc directly. The Python modules around it (paths, loadin
 decide policy; this module only observes the filesystem and the dynamic linker and reports
 what it saw, never raising for a filesystem problem.
 """
+cimport cython
 from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort

@@ -84,29 +84,120 @@ cdef class FileSet:
 # ---------------------------------------------------------------------------------------------
 
 # ---------------------------------------------------------------------------------------------
-# Entries: what became of one directory entry (loader.loading.Entry derives from EntryBase and
-# adds the methods). The scan and registration make thousands of them, so they are created in C
-# without running a Python __init__.
+# Entries: what became of one directory entry (loader.loading.Entry). The scan makes one per
+# directory entry and registration fills them in, so they are created in C, and they stay out of
+# the cyclic garbage collector: an entry refers only to strings, numbers, enum members and tuples
+# of them, never to a container that could lead back to it.
 # ---------------------------------------------------------------------------------------------
 
-cdef class EntryBase:
-    cdef public object file          # the path as found: search path + entry name
-    cdef public object canonical     # fully resolved path, when it resolved
-    cdef public object reason        # None while it is still a candidate, or registered
+REGISTERED = "registered"
+SKIPPED = "skipped"
+
+cdef object _log = None                  # logging.getLogger("loader"), on first use
+cdef object _paths_module = None         # loader.paths, on first use (it imports this module)
+
+
+cdef object _entry_paths():
+    global _paths_module
+    if _paths_module is None:
+        from loader import paths as _paths_module
+    return _paths_module
+
+
+@cython.no_gc
+cdef class Entry:
+    """One directory entry of one search path, and what became of it.
+
+    file        the path as found: search path + entry name
+    canonical   the fully resolved path, when it resolved
+    reason      None while it is still a candidate, or registered; else why it was skipped
+    detail      what the reason's words alone do not say ("" when nothing)
+    backend_id, version   as read from the library (or the backend cache), once known
+    registered  it provides a registered backend
+    deferred    registered from the backend cache, without loading (loaded at first use)
+    identity    a candidate's identity when the cache lacks it, to record it under
+    known       a candidate the backend cache knows (its backend_id and version are the
+                cache's), or False
+    """
+    cdef public object file
+    cdef public object canonical
+    cdef public object reason
     cdef public object detail
     cdef public object backend_id
     cdef public object version
     cdef public bint registered
-    cdef public bint deferred        # registered from the backend cache, without loading
-    cdef public object identity      # a candidate's identity when the cache lacks it
-    cdef public object known         # (backend_id, version, detail) the cache has for it
+    cdef public bint deferred
+    cdef public object identity
+    cdef public bint known
 
     def __cinit__(self, *args, **kwargs):
         self.detail = ""
 
+    def __init__(self, file, canonical=None, reason=None, detail="", backend_id=None,
+                 version=None, bint registered=False, bint deferred=False):
+        self.file = file
+        self.canonical = canonical
+        self.reason = reason
+        self.detail = detail
+        self.backend_id = backend_id
+        self.version = version
+        self.registered = registered
+        self.deferred = deferred
 
-cdef inline EntryBase _new_entry(entry_type, str file, canonical):
-    cdef EntryBase made = EntryBase.__new__(entry_type)
+    def __repr__(self):
+        return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "
+                f"reason={self.reason!r}, backend_id={self.backend_id!r})")
+
+    @property
+    def status(self):
+        return REGISTERED if self.registered else SKIPPED
+
+    def skip(self, reason, str detail):
+        self.reason = reason
+        self.detail = detail
+
+    def log(self):
+        """One line for the log: WARNING for a skipped candidate, INFO for a registration."""
+        global _log
+        if _log is None:
+            import logging
+            _log = logging.getLogger("loader")
+        paths = _entry_paths()
+        if self.registered:
+            _log.info("registered backend %r (Backend API %s) from %s%s", self.backend_id,
+                      self.version, self.canonical,
+                      " (deferred: loaded at first use)" if self.deferred else "")
+        elif self.reason is Reason.INVALID_FILENAME:
+            if _log.isEnabledFor(10):       # logging.DEBUG
+                _log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
+        else:
+            _log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
+                         paths.text(self.detail))
+
+    def to_json(self):
+        """The report entry. Every string is valid UTF-8; a path that was not is also given
+        exactly, base64-encoded, as ``file_base64`` / ``canonical_base64``."""
+        paths = _entry_paths()
+        result = {
+            "file": self.file,
+            "canonical": self.canonical,
+            "status": self.status,
+            "reason": None if self.reason is None else self.reason.value,
+            "detail": paths.text(self.detail),
+            "backend_id": self.backend_id,
+            "version": None if self.version is None else str(self.version),
+            "deferred": self.deferred,
+        }
+        for key in ("file", "canonical"):
+            value = result[key]
+            if value is not None and not paths.is_exact_text(value):
+                result[key] = paths.text(value)
+                result[key + "_base64"] = paths.base64_of(value)
+        return result
+
+
+cdef inline Entry _new_entry(str file, canonical):
+    cdef Entry made = Entry.__new__(Entry)
     made.file = file
     made.canonical = canonical
     return made
@@ -289,27 +380,34 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
     return Reason.UNREADABLE, None, _strerror(entry.error)
 
 
-cdef EntryBase _make_entry(entry_type, str name, _Entry *entry, list accepted_paths,
-                           dict filtered, size_t index, CacheRecords cache):
+cdef inline void _fill_known(Entry entry, const _CacheRecord *record):
+    """What a matching cache record says of a candidate."""
+    entry.known = True
+    entry.backend_id = PyUnicode_DecodeASCII(record.backend_id, strlen(record.backend_id), NULL)
+    entry.version = _backend_version(record.major, record.minor)
+
+
+cdef Entry _make_entry(str name, _Entry *entry, list accepted_paths, dict filtered,
+                       size_t index, CacheRecords cache):
     """scan_directory's entry object for one classified entry."""
     cdef str canonical
     cdef Py_ssize_t hit
-    cdef EntryBase made
+    cdef Entry made
     if entry.state == ENTRY_CANDIDATE:      # the common case: no tuple on the way
         canonical = PyUnicode_DecodeFSDefault(entry.canonical)
         accepted_paths.append(canonical)
-        made = _new_entry(entry_type, name, canonical)
+        made = _new_entry(name, canonical)
         if cache is not None:
             hit = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
                              entry.canonical)
             if hit >= 0:
-                made.known = cache.hit(hit)
+                _fill_known(made, &cache.records[hit])
             else:
                 made.identity = (entry.dev, entry.ino, entry.size, entry.mtime_ns,
                                  entry.ctime_ns)
         return made
     reason, canonical, detail = _entry_outcome(entry, accepted_paths, filtered.get(index))
-    made = _new_entry(entry_type, name, canonical)
+    made = _new_entry(name, canonical)
     made.reason = reason
     made.detail = detail
     return made
@@ -317,11 +415,10 @@ cdef EntryBase _make_entry(entry_type, str name, _Entry *entry, list accepted_pa
 
 def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint include_invalid=True,
                    name_filter=None, bint strict_permissions=False, bint candidates_only=False,
-                   str prefix="", CacheRecords cache=None, entry_type=None):
+                   str prefix="", CacheRecords cache=None):
     """List ``directory`` (canonical, absolute) in byte-wise order and classify each entry.
 
-    Returns ``(entries, error)``: ``entries`` is a list of ``entry_type(file, canonical)``
-    objects (loader.loading.Entry), ``file`` being ``prefix`` + the decoded name (the path as
+    Returns ``(entries, error)``: ``entries`` is a list of Entry objects, ``file`` being ``prefix`` + the decoded name (the path as
     found), with ``reason`` and ``detail`` set for those that are not candidates. Entries with
     invalid names are left out unless ``include_invalid``. ``error`` is None, or a string when
     the directory itself could not be read. ``seen`` and ``accepted_paths`` carry
@@ -330,12 +427,10 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     before anything else is done with it and returns None to keep it, or the detail of its
     ``filtered-out`` skip. ``strict_permissions`` refuses files that others may write to or
     that belong to a third user. ``candidates_only`` builds no entries (the list comes back
-    empty, ``entry_type`` is not needed): for callers that need only ``accepted_paths``.
-    ``entry_type`` is EntryBase or a subclass of it; its ``__init__`` is not called.
+    empty): for callers that need only ``accepted_paths``.
 
-    With a backend ``cache``, each candidate's ``known`` is what the cache records for it
-    (CacheRecords.hit: backend id, version, skew detail) when the record's path and identity
-    match; else its ``identity`` is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat
+    With a backend ``cache``, a candidate whose path and identity a record matches is ``known``,
+    with the record's ``backend_id`` and ``version``; else its ``identity`` is ``(dev, ino, size, mtime_ns, ctime_ns)`` as the scan's stat
     found it, to record it under once loaded.
     """
     cdef const char *dir_path = directory
@@ -351,10 +446,6 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef list result = []
     cdef dict filtered = {}     # entry index -> detail of its filtered-out skip
     cdef _Trust trust
-    if entry_type is None and not candidates_only:
-        raise TypeError("scan_directory makes entries of entry_type: give one, or candidates_only")
-    if entry_type is not None and not issubclass(entry_type, EntryBase):
-        raise TypeError("scan_directory's entry_type must derive from EntryBase")
     trust.strict = strict_permissions
     trust.uid = getuid()
 
@@ -423,7 +514,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
-            result.append(_make_entry(entry_type, prefix + PyUnicode_DecodeFSDefault(entries[i].name),
+            result.append(_make_entry(prefix + PyUnicode_DecodeFSDefault(entries[i].name),
                                       &entries[i], accepted_paths, filtered, i, cache))
     finally:
         for i in range(count):

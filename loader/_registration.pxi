@@ -2,10 +2,11 @@
 # backends; included into _core.pyx. loader.runtime.Runtime calls register_candidates once, while
 # nobody else can see the runtime.
 
+@cython.no_gc                   # refers only to its entry, which refers to no container
 cdef class DeferredBackend:
     """A backend registered from the backend cache, not loaded yet: what the runtime holds in
     its place until the first use loads it (loader.runtime)."""
-    cdef readonly EntryBase entry
+    cdef readonly Entry entry
 
     @property
     def path(self):
@@ -22,7 +23,8 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
     """Register the candidates among ``entries`` (scan order) into ``libraries`` (backend id ->
     Library or DeferredBackend, in registration order), and log every entry once decided.
 
-    A candidate the backend cache knows (``entry.known``) is registered as a DeferredBackend
+    A candidate the backend cache knows (``entry.known``: its id and version are the cache's) is
+    registered as a DeferredBackend
     without loading it; any other is loaded and checked (``load_entry``) and, when it registers
     and ``cache`` is given, recorded in the cache under the identity the scan found. Then, for
     both, in this order:
@@ -33,17 +35,16 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
     A library skipped by those is closed again at once. ``logger`` (logging.Logger) receives
     each entry's line (``entry.log()``) unless its level would drop it; ``announcer(entry)``,
     when given and DEBUG is on, makes the "loading ..." callable passed to ``load_entry``."""
-    cdef EntryBase entry
+    cdef Entry entry
     cdef DeferredBackend pending
     cdef bint info = logger is not None and logger.isEnabledFor(_LOG_INFO)
     cdef bint debug = logger is not None and logger.isEnabledFor(_LOG_DEBUG)
     cdef bint deferred
     for entry in entries:
         if entry.reason is None:
-            deferred = entry.known is not None
+            deferred = entry.known
             if deferred:
-                backend_id, version, detail = entry.known
-                entry.backend_id, entry.version = backend_id, version
+                backend_id = entry.backend_id
                 pending = DeferredBackend.__new__(DeferredBackend)
                 pending.entry = entry
                 library = pending
@@ -66,7 +67,7 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
                     entry.registered = True
                     if deferred:
                         entry.deferred = True
-                        entry.detail = detail
+                        entry.detail = skew_detail(entry.version.minor)
                     elif cache is not None and entry.identity is not None:
                         cache.store(entry.canonical, entry.identity, backend_id,
                                     entry.version.major, entry.version.minor)

@@ -19,96 +19,19 @@ from typing import Dict, List, Optional, Tuple
 from loader import _core, dependencies, paths  # noqa: F401 (load_backend asks dependencies)
 from loader.paths import SearchPath, validate_paths
 from loader.reasons import PathReason, Reason
-from loader.versions import BackendVersion
 
 log = logging.getLogger("loader")
 
-REGISTERED = "registered"
-SKIPPED = "skipped"
-
-
-class Entry(_core.EntryBase):
-    """One directory entry of one search path, and what became of it. The fields live in
-    ``_core.EntryBase`` (the scan creates entries in C):
-
-    file        the path as found: search path + entry name
-    canonical   the fully resolved path, when it resolved
-    reason      None while it is still a candidate, or registered; else why it was skipped
-    detail      what the reason's words alone do not say ("" when nothing)
-    backend_id, version   as read from the library (or the backend cache), once known
-    registered  it provides a registered backend
-    deferred    registered from the backend cache, without loading (loaded at first use)
-    identity    a candidate's identity when the cache lacks it, to record it under
-    known       (backend_id, version, detail) the cache has for a candidate, or None
-    """
-
-    __slots__ = ()
-
-    def __init__(self, file: str, canonical: Optional[str] = None,
-                 reason: Optional[Reason] = None, detail: str = "",
-                 backend_id: Optional[str] = None, version: Optional[BackendVersion] = None,
-                 registered: bool = False, deferred: bool = False):
-        self.file = file
-        self.canonical = canonical
-        self.reason = reason
-        self.detail = detail
-        self.backend_id = backend_id
-        self.version = version
-        self.registered = registered
-        self.deferred = deferred
-
-    def __repr__(self) -> str:
-        return (f"Entry(file={self.file!r}, canonical={self.canonical!r}, status={self.status!r}, "
-                f"reason={self.reason!r}, backend_id={self.backend_id!r})")
-
-    @property
-    def status(self) -> str:
-        return REGISTERED if self.registered else SKIPPED
-
-    def skip(self, reason: Reason, detail: str) -> None:
-        self.reason = reason
-        self.detail = detail
-
-    def log(self) -> None:
-        """One line for the log: WARNING for a skipped candidate, INFO for a registration."""
-        if self.registered:
-            log.info("registered backend %r (Backend API %s) from %s%s", self.backend_id,
-                     self.version, self.canonical,
-                     " (deferred: loaded at first use)" if self.deferred else "")
-        elif self.reason is Reason.INVALID_FILENAME:
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
-        else:
-            log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
-                        paths.text(self.detail))
-
-    def to_json(self) -> dict:
-        """The report entry. Every string is valid UTF-8; a path that was not is also given
-        exactly, base64-encoded, as ``file_base64`` / ``canonical_base64``."""
-        result = {
-            "file": self.file,
-            "canonical": self.canonical,
-            "status": self.status,
-            "reason": None if self.reason is None else self.reason.value,
-            "detail": paths.text(self.detail),
-            "backend_id": self.backend_id,
-            "version": None if self.version is None else str(self.version),
-            "deferred": self.deferred,
-        }
-        for key in ("file", "canonical"):
-            value = result[key]
-            if value is not None and not paths.is_exact_text(value):
-                result[key] = paths.text(value)
-                result[key + "_base64"] = paths.base64_of(value)
-        return result
+Entry = _core.Entry  # one directory entry and what became of it (its docstring has the fields)
 
 
 def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_filter=None,
              strict_permissions: bool = False, cache=None) -> List[Entry]:
     """Every entry of every valid search path, in scan order. Entries whose ``reason`` is None
     are the candidates to load, each a distinct file. With a backend ``cache`` (its
-    ``_core.CacheRecords``), each candidate comes with what the cache knows of it (``known``)
-    or, when it knows nothing, the identity to record it under (``identity``)."""
+    ``_core.CacheRecords``), each candidate comes with what the cache knows of it (``known``,
+    ``backend_id``, ``version``) or, when it knows nothing, the identity to record it under
+    (``identity``)."""
     seen = _core.FileSet()
     accepted: List[str] = []
     entries: List[Entry] = []
@@ -118,7 +41,7 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
         prefix = search_path.path if search_path.path.endswith("/") else search_path.path + "/"
         scanned, error = _core.scan_directory(os.fsencode(search_path.canonical), seen, accepted,
                                               include_invalid, name_filter, strict_permissions,
-                                              prefix=prefix, cache=cache, entry_type=Entry)
+                                              prefix=prefix, cache=cache)
         if error is not None:
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
