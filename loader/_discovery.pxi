@@ -222,6 +222,7 @@ cdef struct _Entry:
     Py_ssize_t first        # ENTRY_DUPLICATE: index of the first candidate with this identity
     uint64_t dev, ino, size # ENTRY_CANDIDATE: the file's identity, for the backend cache
     int64_t mtime_ns, ctime_ns
+    bint linked             # reached through a symbolic link
 
 
 cdef int _compare_names(const void *a, const void *b) noexcept nogil:
@@ -242,6 +243,22 @@ cdef char *_join(const char *directory, size_t dir_len, const char *name) noexce
         at += 1
     memcpy(out + at, name, name_len + 1)
     return out
+
+
+def real_path(str path):
+    """realpath(3) of an existing ``path`` (every link resolved, no "." or ".." left), or None
+    when it cannot be resolved."""
+    cdef bytes encoded = os.fsencode(path)
+    cdef char *resolved
+    if b"\0" in encoded:
+        return None
+    resolved = _posix.realpath(encoded, NULL)
+    if resolved == NULL:
+        return None
+    try:
+        return PyUnicode_DecodeFSDefault(resolved)
+    finally:
+        free(resolved)
 
 
 cdef struct _Trust:
@@ -266,6 +283,7 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
         entry.error = errno
         return
     if S_ISLNK(st.st_mode):
+        entry.linked = True
         path = _join(directory, dir_len, entry.name)
         if path == NULL:
             entry.state = ENTRY_UNREADABLE
@@ -291,7 +309,6 @@ cdef void _classify(_Entry *entry, int dir_fd, const char *directory, size_t dir
         if not S_ISREG(st.st_mode):
             entry.state = ENTRY_NOT_REGULAR
             entry.error = st.st_mode
-            entry.first = 1         # reached through a symlink
             free(resolved)
             return
         entry.canonical = resolved
@@ -366,7 +383,7 @@ cdef tuple _entry_outcome(_Entry *entry, list accepted_paths, str filter_detail)
     if entry.state == ENTRY_LOOP:
         return Reason.DANGLING_SYMLINK, None, "symlink chain loops or is too long"
     if entry.state == ENTRY_NOT_REGULAR:
-        if entry.first == 1:
+        if entry.linked:
             return (Reason.NOT_A_REGULAR_FILE, None,
                     f"symlink to {_file_kind(entry.error)}, not a regular file")
         return Reason.NOT_A_REGULAR_FILE, None, f"{_file_kind(entry.error)}, not a regular file"
@@ -387,16 +404,19 @@ cdef inline void _fill_known(Entry entry, const _CacheRecord *record):
     entry.version = _backend_version(record.major, record.minor)
 
 
-cdef Entry _make_entry(str name, _Entry *entry, list accepted_paths, dict filtered,
-                       size_t index, CacheRecords cache):
-    """scan_directory's entry object for one classified entry."""
+cdef Entry _make_entry(str prefix, bint prefix_is_directory, _Entry *entry, list accepted_paths,
+                       dict filtered, size_t index, CacheRecords cache):
+    """scan_directory's entry object for one classified entry: ``file`` is ``prefix`` + its
+    name; ``prefix_is_directory`` says that ``prefix`` is the canonical directory, so that a
+    candidate reached without a link is its own canonical path (one string for both)."""
     cdef str canonical
     cdef Py_ssize_t hit
     cdef Entry made
     if entry.state == ENTRY_CANDIDATE:      # the common case: no tuple on the way
         canonical = PyUnicode_DecodeFSDefault(entry.canonical)
         accepted_paths.append(canonical)
-        made = _new_entry(name, canonical)
+        made = _new_entry(canonical if prefix_is_directory and not entry.linked
+                          else prefix + PyUnicode_DecodeFSDefault(entry.name), canonical)
         if cache is not None:
             hit = cache.find(entry.dev, entry.ino, entry.size, entry.mtime_ns, entry.ctime_ns,
                              entry.canonical)
@@ -407,7 +427,7 @@ cdef Entry _make_entry(str name, _Entry *entry, list accepted_paths, dict filter
                                  entry.ctime_ns)
         return made
     reason, canonical, detail = _entry_outcome(entry, accepted_paths, filtered.get(index))
-    made = _new_entry(name, canonical)
+    made = _new_entry(prefix + PyUnicode_DecodeFSDefault(entry.name), canonical)
     made.reason = reason
     made.detail = detail
     return made
@@ -446,6 +466,9 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
     cdef list result = []
     cdef dict filtered = {}     # entry index -> detail of its filtered-out skip
     cdef _Trust trust
+    cdef str decoded_directory = PyUnicode_DecodeFSDefault(dir_path)
+    cdef bint prefix_is_directory = prefix == (decoded_directory if decoded_directory == "/"
+                                               else decoded_directory + "/")
     trust.strict = strict_permissions
     trust.uid = getuid()
 
@@ -482,6 +505,7 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 entries[count].canonical = NULL
                 entries[count].error = 0
                 entries[count].first = -1
+                entries[count].linked = False
                 entries[count].state = (
                     ENTRY_CANDIDATE if match_backend_filename(<const unsigned char *>ent.d_name, name_len)
                     else ENTRY_INVALID_NAME)
@@ -514,8 +538,8 @@ def scan_directory(bytes directory, FileSet seen, list accepted_paths, bint incl
                 continue
             if entries[i].state == ENTRY_INVALID_NAME and not include_invalid:
                 continue
-            result.append(_make_entry(prefix + PyUnicode_DecodeFSDefault(entries[i].name),
-                                      &entries[i], accepted_paths, filtered, i, cache))
+            result.append(_make_entry(prefix, prefix_is_directory, &entries[i], accepted_paths,
+                                      filtered, i, cache))
     finally:
         for i in range(count):
             free(entries[i].name)

@@ -224,7 +224,7 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
     why = _untrusted(st) if strict else None
     if why:
         return refuse(PathReason.UNTRUSTED_PERMISSIONS, why)
-    canonical = os.path.realpath(path)
+    canonical = _core.real_path(path) or os.path.realpath(path)
     first_position, first = seen.setdefault((st.st_dev, st.st_ino), (position, path))
     if first_position != position:
         return refuse(PathReason.DUPLICATE_PATH, f"same directory as {first}", canonical)

@@ -201,6 +201,17 @@ def test_get_shared_objects_returns_canonical_paths(tmp_path):
     assert loader.get_shared_objects([str(tmp_path / "alias")]) == [str(real / "Arm_X_backend.so")]
 
 
+def test_an_entry_is_named_as_found_under_an_aliased_search_path(tmp_path):
+    real = tmp_path / "real"
+    real.mkdir()
+    install_mock("alpha", real)
+    os.symlink(str(real), tmp_path / "alias")
+    entries = scan(tmp_path / "alias")["entries"]
+    assert [(e["file"], e["canonical"], e["status"]) for e in entries] == [
+        (str(tmp_path / "alias" / "Mock_Alpha_backend.so"), str(real / "Mock_Alpha_backend.so"),
+         "registered")]
+
+
 def _scan_as_unprivileged(path):
     """Scan ``path`` as a user that permissions apply to (root ignores them): a forked child
     drops to ``nobody`` and sends the report back through a pipe."""
