@@ -6,7 +6,7 @@ decide policy; this module only observes the filesystem and the dynamic linker a
 what it saw, never raising for a filesystem problem.
 """
 cimport cython
-from libc.errno cimport errno, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
+from libc.errno cimport errno, EINTR, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy, memset, strcmp, strlen
@@ -14,7 +14,7 @@ from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
 from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK, S_IWGRP, S_IWOTH
 from posix.types cimport dev_t, ino_t, uid_t
-from posix.unistd cimport close as c_close, pread, getuid
+from posix.unistd cimport close as c_close, pread, read as c_read, getuid
 
 cimport backend_api as abi
 from loader cimport _posix
@@ -64,7 +64,59 @@ include "_network.pxi"
 # Secure execution (contract section 3.2)
 # ---------------------------------------------------------------------------------------------
 
+cdef enum:
+    _MAX_ENVIRONMENT_BYTES = 1 << 26   # far beyond ARG_MAX: a larger one is not an environment
+
+
 def is_secure_execution():
     """Whether the kernel marked this process for secure execution (setuid/setgid, capabilities),
     the same test the dynamic linker uses to ignore LD_LIBRARY_PATH."""
     return _posix.getauxval(_posix.AT_SECURE) != 0
+
+
+def startup_environment_value(bytes name):
+    """The value ``name`` had in the environment this process started with (bytes), or None
+    when it was not set; read from /proc/self/environ, which later changes to the environment
+    do not touch. Raises OSError when that file cannot be read."""
+    cdef int fd = c_open(b"/proc/self/environ", O_RDONLY | O_CLOEXEC)
+    cdef size_t capacity = 16384, used = 0, at, end, key_length = len(name)
+    cdef ssize_t got
+    cdef char *data
+    cdef char *grown
+    cdef const char *key = name
+    if fd < 0:
+        raise OSError(errno, _strerror(errno), "/proc/self/environ")
+    data = <char *>malloc(capacity)
+    try:
+        if data == NULL:
+            raise MemoryError()
+        while True:
+            if used == capacity:
+                if capacity >= _MAX_ENVIRONMENT_BYTES:
+                    raise OSError(0, "the start-up environment is larger than "
+                                     f"{_MAX_ENVIRONMENT_BYTES} bytes", "/proc/self/environ")
+                grown = <char *>realloc(data, capacity * 2)
+                if grown == NULL:
+                    raise MemoryError()
+                data, capacity = grown, capacity * 2
+            got = c_read(fd, data + used, capacity - used)
+            if got < 0:
+                if errno == EINTR:
+                    continue
+                raise OSError(errno, _strerror(errno), "/proc/self/environ")
+            if got == 0:
+                break
+            used += <size_t>got
+        at = 0
+        while at < used:  # NUL-separated NAME=value items; the last may lack its NUL
+            end = at
+            while end < used and data[end] != 0:
+                end += 1
+            if end - at > key_length and data[at + key_length] == b"=" \
+                    and memcmp(data + at, key, key_length) == 0:
+                return data[at + key_length + 1:end]
+            at = end + 1
+        return None
+    finally:
+        free(data)
+        c_close(fd)

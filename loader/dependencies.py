@@ -64,13 +64,10 @@ def _startup_library_path() -> Optional[str]:
     """LD_LIBRARY_PATH as the dynamic linker saw it when the process started (it never reads
     the variable again, so later changes to os.environ do not count; read once)."""
     try:
-        with open("/proc/self/environ", "rb") as f:
-            for item in f.read().split(b"\0"):
-                if item.startswith(b"LD_LIBRARY_PATH="):
-                    return os.fsdecode(item[len(b"LD_LIBRARY_PATH="):])
-        return None
+        value = _core.startup_environment_value(b"LD_LIBRARY_PATH")
     except OSError:
         return os.environ.get("LD_LIBRARY_PATH")
+    return None if value is None else os.fsdecode(value)
 
 
 @functools.lru_cache(maxsize=None)

@@ -112,6 +112,33 @@ def test_a_needed_library_on_the_search_path_that_is_not_a_file_is_refused(tmp_p
 
 
 @needs_cc
+@pytest.mark.parametrize("at_start, later", [(None, "trap"), ("trap", "/nonexistent")])
+def test_ld_library_path_counts_as_the_process_started_with_it(tmp_path, at_start, later):
+    # The dynamic linker reads LD_LIBRARY_PATH once, at start-up; so does the dependency check.
+    scan_dir = _backend_needing(tmp_path, "-Wl,-soname,libdep.so")
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    _plant("fifo", trap / "libdep.so")
+    os.unlink(tmp_path / "libdep.so")
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    if at_start:
+        env["LD_LIBRARY_PATH"] = str(trap)
+    code = ("import json, os, sys, loader\n"
+            f"os.environ['LD_LIBRARY_PATH'] = {str(trap) if later == 'trap' else later!r}\n"
+            "with loader.Runtime(dynamic_backends_path=sys.argv[1]) as runtime:\n"
+            "    print(json.dumps(runtime.report['entries']))\n")
+    result = subprocess.run([sys.executable, "-c", code, str(scan_dir)], capture_output=True,
+                            text=True, timeout=60, cwd="/", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [entry] = json.loads(result.stdout)
+    assert entry["reason"] == "missing-dependency", entry
+    if at_start:
+        assert f"{trap}/libdep.so" in entry["detail"] and "a FIFO" in entry["detail"], entry
+    else:
+        assert entry["detail"] == "needs libdep.so, which the dynamic linker cannot find", entry
+
+
+@needs_cc
 def test_a_regular_needed_library_after_the_search_path_is_still_found(tmp_path):
     scan_dir = _backend_needing(tmp_path, "-Wl,-soname,libdep.so")
     _cc(tmp_path, "scan/Acme_FifoDep_backend.so", BACKEND, f"-L{tmp_path}", "-Wl,--no-as-needed",
