@@ -22,11 +22,44 @@ def skew_detail(minor: int) -> str: ...
 class FileSet:
     def __len__(self) -> int: ...
 
+class Entry:
+    file: str
+    canonical: Optional[str]
+    reason: Optional[Reason]
+    detail: str
+    backend_id: Optional[str]
+    version: Optional[BackendVersion]
+    registered: bool
+    deferred: bool
+    identity: Optional[Tuple[int, int, int, int, int]]
+    known: bool
+    def __init__(self, file: str, canonical: Optional[str] = ..., reason: Optional[Reason] = ...,
+                 detail: str = ..., backend_id: Optional[str] = ...,
+                 version: Optional[BackendVersion] = ..., registered: bool = ...,
+                 deferred: bool = ...) -> None: ...
+    @property
+    def status(self) -> str: ...
+    def skip(self, reason: Reason, detail: str) -> None: ...
+    def log(self) -> None: ...
+    def to_json(self) -> Dict[str, Any]: ...
+
+class DeferredBackend:
+    entry: Entry
+    @property
+    def path(self) -> str: ...
+
 def scan_directory(
     directory: bytes, seen: FileSet, accepted_paths: List[str], include_invalid: bool = ...,
     name_filter: Optional[Callable[[str], Optional[str]]] = ..., strict_permissions: bool = ...,
-    candidates_only: bool = ...,
-) -> Tuple[List[Tuple[bytes, Optional[Reason], Optional[str], str]], Optional[str]]: ...
+    candidates_only: bool = ..., prefix: str = ..., cache: Optional[Any] = ...,
+) -> Tuple[List[Entry], Optional[str]]: ...
+def real_path(path: str) -> Optional[str]: ...
+def startup_environment_value(name: bytes) -> Optional[bytes]: ...
+def register_candidates(
+    entries: List[Entry], libraries: Dict[str, Any], wanted: Optional[Any] = ...,
+    cache: Optional[Any] = ..., probe_timeout: Optional[float] = ..., secure: bool = ...,
+    logger: Optional[Any] = ..., announcer: Optional[Callable[[Entry], Callable[[], None]]] = ...,
+) -> None: ...
 
 class CrashNotes:
     def __enter__(self) -> "CrashNotes": ...
