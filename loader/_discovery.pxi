@@ -157,7 +157,9 @@ cdef class Entry:
         self.detail = detail
 
     def log(self):
-        """One line for the log: WARNING for a skipped candidate, INFO for a registration."""
+        """One line for the log: INFO for a registration and for a file left out because the
+        caller asked for it (``filtered-out``: select, disable, backends), DEBUG for a name
+        that is not a backend's, WARNING for any other skip."""
         global _log
         if _log is None:
             import logging
@@ -170,6 +172,9 @@ cdef class Entry:
         elif self.reason is Reason.INVALID_FILENAME:
             if _log.isEnabledFor(10):       # logging.DEBUG
                 _log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
+        elif self.reason is Reason.FILTERED_OUT:
+            _log.info("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
+                      paths.text(self.detail))
         else:
             _log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
                          paths.text(self.detail))

@@ -71,7 +71,7 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
                     elif cache is not None and entry.identity is not None:
                         cache.store(entry.canonical, entry.identity, backend_id,
                                     entry.version.major, entry.version.minor)
-        if entry.registered:
+        if entry.registered or entry.reason is Reason.FILTERED_OUT:
             if info:
                 entry.log()
         elif entry.reason is Reason.INVALID_FILENAME:

@@ -333,6 +333,19 @@ def test_only_the_named_backends_register(backend_dir):
         loader.Runtime(dynamic_backends_path=str(backend_dir), backends=[1])
 
 
+def test_backends_left_out_on_request_are_logged_as_information_not_warnings(backend_dir,
+                                                                            caplog):
+    install_mock("alpha", backend_dir)
+    beta = install_mock("beta", backend_dir)
+    install_mock("null_id", backend_dir, "Mock_Null_backend.so")
+    with caplog.at_level(logging.INFO, logger="loader"):
+        loader.Runtime(dynamic_backends_path=str(backend_dir), backends=["MockAlpha"]).close()
+    levels = {r.getMessage().split(":")[0]: r.levelname for r in caplog.records
+              if r.getMessage().startswith("skipped")}
+    assert levels == {f"skipped {beta}": "INFO",
+                      f"skipped {backend_dir / 'Mock_Null_backend.so'}": "WARNING"}
+
+
 def test_with_the_cache_unnamed_backends_are_never_loaded(backend_dir, cache_dir):
     reference = install_reference(backend_dir)
     alpha = install_mock("alpha", backend_dir)
