@@ -20,6 +20,7 @@ def inspect_elf_file(
 def skew_detail(minor: int) -> str: ...
 
 class FileSet:
+    duplicates: int
     def __len__(self) -> int: ...
 
 class Entry:

@@ -14,10 +14,12 @@ cdef struct _FileKey:
 
 
 cdef class FileSet:
-    """Open-addressing hash set keyed by (st_dev, st_ino); remembers who came first."""
+    """Open-addressing hash set keyed by (st_dev, st_ino); remembers who came first.
+    ``duplicates`` counts the identities added again."""
     cdef _FileKey *slots
     cdef size_t capacity
     cdef size_t count
+    cdef readonly size_t duplicates
 
     def __cinit__(self):
         self.capacity = 64
@@ -69,6 +71,7 @@ cdef class FileSet:
         j = self._home(dev, ino, self.capacity)
         while self.slots[j].value >= 0:
             if self.slots[j].dev == dev and self.slots[j].ino == ino:
+                self.duplicates += 1
                 return self.slots[j].value
             j = (j + 1) & (self.capacity - 1)
         self.slots[j].dev = dev
@@ -76,7 +79,6 @@ cdef class FileSet:
         self.slots[j].value = value
         self.count += 1
         return -1
-
 
 
 # ---------------------------------------------------------------------------------------------

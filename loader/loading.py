@@ -46,7 +46,7 @@ def discover(search_paths: List[SearchPath], include_invalid: bool = True, name_
             log.warning("search path %r could not be listed: %s", search_path.path, error)
             search_paths[index] = replace(search_path, reason=PathReason.UNREADABLE, detail=error)
         entries += scanned
-    if any(e.reason is Reason.DUPLICATE_FILE for e in entries):
+    if seen.duplicates:
         _name_first_files(entries)
     return entries
 
