@@ -97,6 +97,10 @@ cdef extern from *:
         DBK_MAX_BUFFERS = 256,
         DBK_WINDOW_BYTES = 512,               /* a read for a small record brings its neighbours */
         DBK_SPAN_BYTES = 1 << 20,             /* tables closer than this are read in one go */
+        /* Regions known in advance are read together when fewer bytes than this lie between
+         * them: a gap shorter than the smallest page holds no page that separate reads would
+         * not touch, and a read costs more than copying that many bytes more. */
+        DBK_MERGE_GAP_BYTES = 4 << 10,
     };
 
     typedef struct {
@@ -163,41 +167,61 @@ cdef extern from *:
         return 0;
     }
 
-    /* ``size`` bytes of the file at ``offset`` (already known to lie inside the file), or NULL. */
-    static const unsigned char *dbk_bytes(dbk_elf *e, uint64_t offset, uint64_t size)
+    /* ``size`` bytes of the file at ``offset`` if a read has already brought them, else NULL. */
+    static const unsigned char *dbk_held(const dbk_elf *e, uint64_t offset, uint64_t size)
+    {
+        int i;
+        if (offset > e->page_bytes || size > e->page_bytes - offset) {
+            if (e->span != NULL && offset >= e->span_offset && offset - e->span_offset <= e->span_bytes
+                    && size <= e->span_bytes - (offset - e->span_offset))
+                return e->span + (offset - e->span_offset);
+            for (i = e->n_buffers - 1; i >= 0; i--)
+                if (offset >= e->buffer_offset[i] && offset - e->buffer_offset[i] <= e->buffer_bytes[i]
+                        && size <= e->buffer_bytes[i] - (offset - e->buffer_offset[i]))
+                    return e->buffers[i] + (offset - e->buffer_offset[i]);
+            return NULL;
+        }
+        return e->page + offset;
+    }
+
+    /* Reads ``size`` bytes at ``offset`` (inside the file, at most DBK_MAX_TABLE_BYTES) into a
+     * new buffer; NULL when the read fails or there is no buffer left. */
+    static const unsigned char *dbk_read_buffer(dbk_elf *e, uint64_t offset, uint64_t size)
     {
         unsigned char *buffer;
-        uint64_t window;
-        int i;
-        if (size == 0)
-            return e->page;
-        if (offset > e->file_size || size > e->file_size - offset)
+        if (size == 0 || size > DBK_MAX_TABLE_BYTES || e->n_buffers == DBK_MAX_BUFFERS
+                || offset > e->file_size || size > e->file_size - offset)
             return NULL;
-        if (offset + size <= e->page_bytes)
-            return e->page + offset;
-        if (e->span != NULL && offset >= e->span_offset && offset - e->span_offset <= e->span_bytes
-                && size <= e->span_bytes - (offset - e->span_offset))
-            return e->span + (offset - e->span_offset);
-        for (i = e->n_buffers - 1; i >= 0; i--)
-            if (offset >= e->buffer_offset[i] && offset - e->buffer_offset[i] <= e->buffer_bytes[i]
-                    && size <= e->buffer_bytes[i] - (offset - e->buffer_offset[i]))
-                return e->buffers[i] + (offset - e->buffer_offset[i]);
-        if (size > DBK_MAX_TABLE_BYTES || e->n_buffers == DBK_MAX_BUFFERS)
-            return NULL;
-        window = size < DBK_WINDOW_BYTES ? DBK_WINDOW_BYTES : size;
-        if (window > e->file_size - offset)
-            window = e->file_size - offset;
-        buffer = malloc(window);
+        buffer = malloc(size);
         if (buffer == NULL)
             return NULL;
-        if (dbk_pread_all(e->fd, buffer, window, offset) != 0) {
+        if (dbk_pread_all(e->fd, buffer, size, offset) != 0) {
             free(buffer);
             return NULL;
         }
         e->buffers[e->n_buffers] = buffer;
         e->buffer_offset[e->n_buffers] = offset;
-        e->buffer_bytes[e->n_buffers++] = window;
+        e->buffer_bytes[e->n_buffers++] = size;
         return buffer;
+    }
+
+    /* ``size`` bytes of the file at ``offset`` (already known to lie inside the file), or NULL. */
+    static const unsigned char *dbk_bytes(dbk_elf *e, uint64_t offset, uint64_t size)
+    {
+        const unsigned char *held;
+        uint64_t window;
+        if (size == 0)
+            return e->page;
+        if (offset > e->file_size || size > e->file_size - offset)
+            return NULL;
+        if ((held = dbk_held(e, offset, size)) != NULL)
+            return held;
+        if (size > DBK_MAX_TABLE_BYTES)
+            return NULL;
+        window = size < DBK_WINDOW_BYTES ? DBK_WINDOW_BYTES : size;
+        if (window > e->file_size - offset)
+            window = e->file_size - offset;
+        return dbk_read_buffer(e, offset, window);
     }
 
     /* The PT_LOAD that maps [vaddr, vaddr + size) from the file (size 0: vaddr itself), or NULL.
@@ -860,6 +884,17 @@ cdef extern from *:
 
     /* -- the section table ------------------------------------------------------------------ */
 
+    /* The size of the section table dbk_check_sections reads (at e_shoff), or 0 for none. */
+    static uint64_t dbk_section_table(const dbk_elf *e, const dbk_Ehdr *h)
+    {
+        uint64_t table;
+        if (h->e_shoff == 0 || h->e_shnum == 0 || h->e_shnum > DBK_MAX_SECTIONS
+                || h->e_shentsize != sizeof(dbk_Shdr))
+            return 0;
+        table = (uint64_t)h->e_shnum * sizeof(dbk_Shdr);
+        return h->e_shoff > e->file_size || table > e->file_size - h->e_shoff ? 0 : table;
+    }
+
     /* The dynamic linker never reads the section table, but a linker writes it in agreement with
      * the program headers. When the file has one that looks whole (entry size, inside the file,
      * a null first entry, a string table for the names), every allocated section must lie where
@@ -872,14 +907,9 @@ cdef extern from *:
     {
         const unsigned char *bytes;
         dbk_Shdr s;
-        uint64_t table;
+        uint64_t table = dbk_section_table(e, h);
         int i, j;
-        if (h->e_shoff == 0 || h->e_shnum == 0 || h->e_shnum > DBK_MAX_SECTIONS
-                || h->e_shentsize != sizeof(dbk_Shdr))
-            return 0;
-        table = (uint64_t)h->e_shnum * sizeof(dbk_Shdr);
-        if (h->e_shoff > e->file_size || table > e->file_size - h->e_shoff
-                || (bytes = dbk_bytes(e, h->e_shoff, table)) == NULL)
+        if (table == 0 || (bytes = dbk_bytes(e, h->e_shoff, table)) == NULL)
             return 0;
         memcpy(&s, bytes, sizeof(s));
         if (s.sh_type != SHT_NULL || s.sh_flags != 0 || s.sh_addr != 0 || s.sh_offset != 0)
@@ -916,9 +946,66 @@ cdef extern from *:
         return 0;
     }
 
+    /* What the checks will read past the first page, known from the headers alone: the dynamic
+     * section, the PT_GNU_PROPERTY notes and the section table (in a small or stripped library
+     * the dynamic section lies near the end of the file, the section table at its end). Regions
+     * with less than DBK_MERGE_GAP_BYTES between them are read together, in one read per group
+     * of two or more (a lone region is read when it is checked). Only offsets inside the file
+     * are planned; a failed read is no verdict: the check that needs the bytes reads them again. */
+    enum { DBK_PLANNED_MAX = 8 };  /* more PT_GNU_PROPERTY segments are read when checked */
+
+    static void dbk_plan_reads(dbk_elf *e, const dbk_Ehdr *h)
+    {
+        uint64_t starts[DBK_PLANNED_MAX], ends[DBK_PLANNED_MAX], offset, size, low, high;
+        int i, j, n = 0, members;
+        for (i = 0; i < e->n_phdrs; i++) {
+            const dbk_Phdr *p = &e->phdrs[i];
+            if (n == DBK_PLANNED_MAX - 1)
+                break;
+            if ((p->p_type != PT_DYNAMIC && p->p_type != PT_GNU_PROPERTY) || p->p_filesz == 0
+                    || p->p_filesz > DBK_MAX_DYNAMIC_BYTES
+                    || dbk_table_offset(e, p->p_vaddr, p->p_filesz, &offset) != 0
+                    || offset > e->file_size || p->p_filesz > e->file_size - offset)
+                continue;
+            starts[n] = offset;
+            ends[n++] = offset + p->p_filesz;
+        }
+        if ((size = dbk_section_table(e, h)) != 0) {
+            starts[n] = h->e_shoff;
+            ends[n++] = h->e_shoff + size;
+        }
+        /* Drop what the first page holds; sort the rest by offset (a handful of entries). */
+        for (i = 0; i < n; )
+            if (dbk_held(e, starts[i], ends[i] - starts[i]) != NULL) {
+                starts[i] = starts[--n];
+                ends[i] = ends[n];
+            } else {
+                i++;
+            }
+        for (i = 1; i < n; i++)
+            for (j = i; j > 0 && starts[j] < starts[j - 1]; j--) {
+                uint64_t t = starts[j]; starts[j] = starts[j - 1]; starts[j - 1] = t;
+                t = ends[j]; ends[j] = ends[j - 1]; ends[j - 1] = t;
+            }
+        for (i = 0; i < n; i = j) {
+            low = starts[i];
+            high = ends[i];
+            members = 1;
+            for (j = i + 1; j < n && (starts[j] <= high || starts[j] - high < DBK_MERGE_GAP_BYTES)
+                            && (ends[j] <= high || ends[j] - low <= DBK_SPAN_BYTES); j++) {
+                if (ends[j] > high)
+                    high = ends[j];
+                members++;
+            }
+            if (members > 1)
+                dbk_read_buffer(e, low, high - low);
+        }
+    }
+
     /* Read the tables the dynamic section names in one go when they lie close together past the
      * first page (which holds them all in a small library). A table of unknown size counts with
-     * its first bytes; the rest of it, if any, is read when it is checked. */
+     * its first bytes; the rest of it, if any, is read when it is checked. A table an earlier
+     * read holds is not read again. */
     static void dbk_prefetch(dbk_elf *e, const dbk_dynamic *d)
     {
         uint64_t low = UINT64_MAX, high = 0, offset, end;
@@ -939,7 +1026,7 @@ cdef extern from *:
             if (lengths[i] > DBK_SPAN_BYTES || dbk_table_offset(e, starts[i], lengths[i], &offset) != 0)
                 continue;
             end = offset + lengths[i];
-            if (end <= e->page_bytes)
+            if (dbk_held(e, offset, lengths[i]) != NULL)
                 continue;
             if (offset < low) low = offset;
             if (end > high) high = end;
@@ -967,8 +1054,10 @@ cdef extern from *:
         uint64_t n_symbols;
         uint32_t highest;
         int i, k, result = -1;
-        if (dbk_check_segments(e, h, page_size) != 0 || dbk_check_notes(e) != 0
-                || dbk_read_dynamic(e, &d) != 0)
+        if (dbk_check_segments(e, h, page_size) != 0)
+            return -1;
+        dbk_plan_reads(e, h);
+        if (dbk_check_notes(e) != 0 || dbk_read_dynamic(e, &d) != 0)
             return -1;
         dbk_prefetch(e, &d);
         if (dbk_check_strings(e, &d) != 0 || dbk_check_hashes(e, &d, &n_symbols) != 0)

@@ -136,9 +136,10 @@ def check_dependencies(path: str, secure: bool = False, dependencies=None):
     found = dependencies if dependencies is not None else _core.inspect_elf_file(path)[2]
     if found is None:
         return [], []
+    # The names come without those already loaded (step 1): each was looked for in the link
+    # map, which with many libraries loaded costs microseconds, and is not looked for again.
     needed, rpath, runpath, filters = found
-    unresolved = [(name, True) for name in needed if not _core.is_library_loaded(name)]
-    unresolved += [(name, False) for name in filters if not _core.is_library_loaded(name)]
+    unresolved = [(name, True) for name in needed] + [(name, False) for name in filters]
     if not unresolved:
         return [], []
     origin = os.path.dirname(path)

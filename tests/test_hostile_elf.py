@@ -428,13 +428,67 @@ def _break_init_array(elf):
     elf.put(at + 16, elf.get(elf.dyn(DT_INIT_ARRAY)))
 
 
+# The checks read the dynamic section and the section table together when they lie close (a
+# small or stripped library), apart otherwise: every layout gets every check.
+SMALL_BACKEND = ('#include <stdint.h>\n#include <stdlib.h>\n'
+                 'static int calls[256];\n'  # a .bss
+                 'const char *GetBackendId(void) '
+                 '{ calls[0]++; return getenv("DBK_UNSET") ? "Hostile" : "Hostile"; }\n'
+                 'void GetVersion(uint32_t *a, uint32_t *b) '
+                 '{ *a = 1; *b = (uint32_t)atoi("1") + (uint32_t)calls[0]; }\n'  # two PLT slots
+                 'void *BackendFactory(void) { return 0; }\n')
+LAYOUTS = ("as linked", "section table beside the dynamic section", "small library")
+
+
+def _bytes_between_dynamic_section_and_section_table(data):
+    elf = Elf(data)
+    [dynamic] = elf.phdrs(PT_DYNAMIC)
+    return elf.get(40) - (elf.get(elf.field(dynamic, "offset")) + elf.get(elf.field(dynamic, "filesz")))
+
+
+def _section_table_beside_the_dynamic_section():
+    """The reference backend with its section table moved to just past the writable segment's
+    file part (over debugging data the loader never reads): a few hundred bytes after the dynamic
+    section, instead of 420 KiB."""
+    data = _reference()
+    elf = Elf(data)
+    shoff, shnum = elf.get(40), elf.get(60, 2)
+    index = _writable_load(elf)
+    at = (elf.get(elf.field(index, "offset")) + elf.get(elf.field(index, "filesz")) + 63) & ~63
+    data[at:at + 64 * shnum] = data[shoff:shoff + 64 * shnum]
+    elf.put(40, at)
+    assert 0 < _bytes_between_dynamic_section_and_section_table(data) < 1024
+    return data
+
+
+@pytest.fixture(scope="module")
+def small_backend(tmp_path_factory):
+    """A small backend with everything the defects need: PLT slots, version records, a .bss.
+    Its dynamic section (past its first page) and its section table lie less than 4 KiB apart."""
+    if CC is None:
+        pytest.skip("needs a C compiler")
+    directory = tmp_path_factory.mktemp("small")
+    _cc(directory, "Acme_Small_backend.so", SMALL_BACKEND)
+    data = (directory / "Acme_Small_backend.so").read_bytes()
+    assert 0 < _bytes_between_dynamic_section_and_section_table(bytearray(data)) < 4096
+    return data
+
+
+def _layout(request, layout):
+    if layout == "small library":
+        return bytearray(request.getfixturevalue("small_backend"))
+    return _reference() if layout == "as linked" else _section_table_beside_the_dynamic_section()
+
+
 @elf64_le
 @pytest.mark.skipif(os.uname().machine != "x86_64", reason="relocation types are x86-64's")
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("name", sorted(STRUCTURE))
-def test_structural_defects_are_refused_with_the_field_named(tmp_path, name):
-    assert _check(_reference(), tmp_path) == (None, ""), "the reference backend itself must pass"
+def test_structural_defects_are_refused_with_the_field_named(tmp_path, request, name, layout):
+    original = _layout(request, layout)
+    assert _check(original, tmp_path) == (None, ""), f"the {layout} backend itself must pass"
     breaker, words = STRUCTURE[name]
-    elf = Elf(_reference())
+    elf = Elf(original)
     breaker(elf)
     reason, detail = _check(elf.data, tmp_path)
     assert reason == "not-a-shared-object", (name, reason, detail)
@@ -456,17 +510,19 @@ def test_a_file_whose_segments_contradict_its_sections_never_reaches_dlopen(tmp_
 
 
 @elf64_le
+@pytest.mark.parametrize("layout", LAYOUTS)
 @pytest.mark.parametrize("header, value, size", [(40, 0, 8),         # e_shoff: no section table
                                                  (40, 64, 8),        # e_shoff: the program headers
                                                  (58, 40, 2),        # e_shentsize
                                                  (60, 0xFFFF, 2)])   # e_shnum: past the file
-def test_a_section_table_that_is_not_whole_is_no_evidence(tmp_path, header, value, size):
+def test_a_section_table_that_is_not_whole_is_no_evidence(tmp_path, request, header, value, size,
+                                                          layout):
     # Without a section table to contradict, the enlarged .bss cannot be told from a real one:
     # the file is not refused for it (isolated probing is what protects the host then).
-    elf = Elf(_reference())
+    elf = Elf(_layout(request, layout))
     elf.put(header, value, size)
     assert _check(elf.data, tmp_path) == (None, "")
-    elf = Elf(_reference())
+    elf = Elf(_layout(request, layout))
     _fill_bss_from_the_file(elf)
     assert "SHT_NOBITS" in _check(elf.data, tmp_path)[1]
     elf.put(header, value, size)
