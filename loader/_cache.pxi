@@ -1,6 +1,7 @@
-# The backend cache's records (loader.cache keeps the file: where it lives, trust, atomic
-# writes), included into _core.pyx. Parsing, lookup by file identity and writing are in C, so a
-# deferred scan does no per-file Python work for the cache.
+# The backend cache's records and the reading of its file, included into _core.pyx
+# (loader.cache keeps the policy: where the file lives, when it is used, atomic writes).
+# Reading, the trust checks, parsing, lookup by file identity and writing are in C, so opening
+# the cache and a deferred scan do no per-file Python work for it.
 #
 # The file is untrusted input: every count, length and string in it is bounded and checked
 # before use, and any problem refuses the whole file (ValueError naming it).
@@ -212,56 +213,64 @@ cdef class CacheRecords:
         """The records of a cache file's bytes; ValueError naming the first problem. Records
         of a version this runtime cannot load are dropped (they would fail their checks). Two
         records for one path are harmless: a lookup needs the path and the exact identity."""
-        cdef CacheRecords result = CacheRecords()
-        cdef const unsigned char *p = data
-        cdef size_t n = len(data), at, count, i, path_length, id_length, loader_length
-        cdef bytes expected_loader = loader_version.encode("utf-8")
-        cdef uint32_t major, minor
-        cdef const unsigned char *path
-        if n < CACHE_HEADER_BYTES or memcmp(p, <const char *>_CACHE_MAGIC, 8) != 0:
-            raise ValueError("not a dynamic-backends cache file")
-        if _le32(p + 8) != CACHE_FORMAT:
-            raise ValueError(f"cache format {_le32(p + 8)}, this loader reads {CACHE_FORMAT}")
-        count = _le32(p + 12)
-        loader_length = _le32(p + 16)
-        if count > <size_t>max_records:
-            raise ValueError(f"{count} records, more than the {max_records} a cache may have")
-        if loader_length > CACHE_MAX_LOADER or loader_length > n - CACHE_HEADER_BYTES:
-            raise ValueError("truncated or malformed header")
-        written_by = p[CACHE_HEADER_BYTES:CACHE_HEADER_BYTES + loader_length]
-        if written_by != expected_loader:
-            raise ValueError(f"written by loader {written_by[:40].decode('utf-8', 'replace')!r}, "
-                             f"this is {loader_version!r}")
-        at = CACHE_HEADER_BYTES + loader_length
-        # every string of the file, each with a NUL added, fits in n + 2 * count bytes
-        result.arena_size = n + 2 * count
-        result.arena = <char *>malloc(result.arena_size)
-        if result.arena == NULL:
+        return _parse_cache(data, len(data), loader_version, max_records)
+
+    @staticmethod
+    def read_file(str directory, str file_name, str loader_version, Py_ssize_t max_records,
+                  Py_ssize_t max_bytes):
+        """Read and parse ``directory``/``file_name`` if both may be trusted (the rules of
+        ``loader.cache``): (records, directory_problem, file_problem). A missing directory or
+        file reads as empty records and no problem. A directory that must not hold the cache
+        gives (None, why, None); a file that cannot be read, is untrusted, larger than
+        ``max_bytes`` or malformed gives (None, None, why)."""
+        cdef bytes raw_directory, raw_name
+        cdef const char *c_directory
+        cdef const char *c_name
+        cdef _CacheFile f
+        cdef _CacheStep step
+        if max_bytes < 0:
+            raise ValueError("max_bytes must not be negative")
+        try:
+            raw_directory, raw_name = _fs_path(directory), _fs_path(file_name)
+        except ValueError as error:
+            return None, str(error), None
+        c_directory, c_name = raw_directory, raw_name
+        with nogil:
+            step = _read_cache_file(c_directory, c_name, <size_t>max_bytes, &f)
+        try:
+            if step == CACHE_READ:
+                try:
+                    return _parse_cache(f.data, f.size, loader_version, max_records), None, None
+                except ValueError as error:
+                    return None, None, str(error)
+            if step == CACHE_NO_DIRECTORY or step == CACHE_NO_FILE:
+                return CacheRecords(), None, None
+            if step == CACHE_DIRECTORY_UNOPENED:
+                # why it could not be opened, as the rule judges the path (a symbolic link,
+                # not a directory), else the error itself
+                problem = untrusted_cache_directory(directory)
+                if problem == "missing":
+                    return CacheRecords(), None, None
+                return None, problem or str(OSError(f.error, _strerror(f.error), directory)), None
+            if step == CACHE_DIRECTORY_UNSTATED:
+                return None, str(OSError(f.error, _strerror(f.error), directory)), None
+            if step == CACHE_DIRECTORY_UNTRUSTED:
+                return None, _trust_problem(&f.st, True), None
+            path = os.path.join(directory, file_name)
+            if step == CACHE_FILE_UNOPENED or step == CACHE_FILE_UNSTATED:
+                return None, None, str(OSError(f.error, _strerror(f.error), path))
+            if step == CACHE_FILE_UNTRUSTED:
+                return None, None, _trust_problem(&f.st, False)
+            if step == CACHE_FILE_TOO_LARGE:
+                return None, None, (f"{f.st.st_size} bytes, more than the {max_bytes} a cache "
+                                    f"may have")
+            if step == CACHE_FILE_GREW:
+                return None, None, f"more than the {max_bytes} bytes a cache may have"
+            if step == CACHE_FILE_UNREAD:
+                return None, None, str(OSError(f.error, _strerror(f.error)))
             raise MemoryError()
-        for i in range(count):
-            if n - at < CACHE_RECORD_BYTES:
-                raise ValueError(f"truncated: record {i} of {count} is missing")
-            major, minor = _le32(p + at + 40), _le32(p + at + 44)
-            path_length, id_length = _le32(p + at + 48), _le32(p + at + 52)
-            if path_length == 0 or path_length > CACHE_MAX_PATH \
-                    or id_length > abi.BACKEND_ID_MAX_LENGTH \
-                    or path_length + id_length > n - at - CACHE_RECORD_BYTES:
-                raise ValueError(f"truncated or malformed record {i}")
-            path = p + at + CACHE_RECORD_BYTES
-            if path[0] != b'/' or memchr(path, 0, path_length) != NULL:
-                raise ValueError(f"record {i}: the path is not absolute or holds a NUL byte")
-            if _id_fault(<const char *>(path + path_length), id_length) != ID_OK:
-                raise ValueError(f"record {i}: " + _checked_backend_id(
-                    <const char *>(path + path_length), id_length)[1])
-            if _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
-                result._append(_le64(p + at), _le64(p + at + 8), _le64(p + at + 16),
-                               <int64_t>_le64(p + at + 24), <int64_t>_le64(p + at + 32),
-                               major, minor, path, path_length, path + path_length, id_length)
-            at += CACHE_RECORD_BYTES + path_length + id_length
-        if at != n:
-            raise ValueError(f"{n - at} bytes after the last record")
-        result._index()
-        return result
+        finally:
+            free(f.data)
 
     def serialize(self, str loader_version, Py_ssize_t max_records):
         """The bytes of a cache file holding the alive records (the newest ``max_records``)."""
@@ -381,3 +390,223 @@ cdef class CacheRecords:
                                                             r.ctime_ns),
                                (<bytes>r.backend_id).decode("ascii"), (r.major, r.minor)))
         return result
+
+
+cdef CacheRecords _parse_cache(const unsigned char *p, size_t n, str loader_version,
+                               Py_ssize_t max_records):
+    """CacheRecords.parse of the ``n`` bytes at ``p``."""
+    cdef CacheRecords result = CacheRecords()
+    cdef size_t at, count, i, path_length, id_length, loader_length
+    cdef bytes expected_loader = loader_version.encode("utf-8")
+    cdef uint32_t major, minor
+    cdef const unsigned char *path
+    if n < CACHE_HEADER_BYTES or memcmp(p, <const char *>_CACHE_MAGIC, 8) != 0:
+        raise ValueError("not a dynamic-backends cache file")
+    if _le32(p + 8) != CACHE_FORMAT:
+        raise ValueError(f"cache format {_le32(p + 8)}, this loader reads {CACHE_FORMAT}")
+    count = _le32(p + 12)
+    loader_length = _le32(p + 16)
+    if count > <size_t>max_records:
+        raise ValueError(f"{count} records, more than the {max_records} a cache may have")
+    if loader_length > CACHE_MAX_LOADER or loader_length > n - CACHE_HEADER_BYTES:
+        raise ValueError("truncated or malformed header")
+    if loader_length != <size_t>len(expected_loader) or memcmp(
+            p + CACHE_HEADER_BYTES, <const char *>expected_loader, loader_length) != 0:
+        written_by = (<const char *>p)[CACHE_HEADER_BYTES:
+                                       CACHE_HEADER_BYTES + min(loader_length, <size_t>40)]
+        raise ValueError(f"written by loader {written_by.decode('utf-8', 'replace')!r}, "
+                         f"this is {loader_version!r}")
+    at = CACHE_HEADER_BYTES + loader_length
+    # every string of the file, each with a NUL added, fits in n + 2 * count bytes
+    result.arena_size = n + 2 * count
+    result.arena = <char *>malloc(result.arena_size)
+    if result.arena == NULL:
+        raise MemoryError()
+    # room for every record at once, as many as the header says if the bytes left can hold them
+    result.capacity = min(count, (n - at) // CACHE_RECORD_BYTES)
+    if result.capacity > 0:
+        result.records = <_CacheRecord *>malloc(result.capacity * sizeof(_CacheRecord))
+        if result.records == NULL:
+            result.capacity = 0
+            raise MemoryError()
+    for i in range(count):
+        if n - at < CACHE_RECORD_BYTES:
+            raise ValueError(f"truncated: record {i} of {count} is missing")
+        major, minor = _le32(p + at + 40), _le32(p + at + 44)
+        path_length, id_length = _le32(p + at + 48), _le32(p + at + 52)
+        if path_length == 0 or path_length > CACHE_MAX_PATH \
+                or id_length > abi.BACKEND_ID_MAX_LENGTH \
+                or path_length + id_length > n - at - CACHE_RECORD_BYTES:
+            raise ValueError(f"truncated or malformed record {i}")
+        path = p + at + CACHE_RECORD_BYTES
+        if path[0] != b'/' or memchr(path, 0, path_length) != NULL:
+            raise ValueError(f"record {i}: the path is not absolute or holds a NUL byte")
+        if _id_fault(<const char *>(path + path_length), id_length) != ID_OK:
+            raise ValueError(f"record {i}: " + _checked_backend_id(
+                <const char *>(path + path_length), id_length)[1])
+        if _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
+            result._append(_le64(p + at), _le64(p + at + 8), _le64(p + at + 16),
+                           <int64_t>_le64(p + at + 24), <int64_t>_le64(p + at + 32),
+                           major, minor, path, path_length, path + path_length, id_length)
+        at += CACHE_RECORD_BYTES + path_length + id_length
+    if at != n:
+        raise ValueError(f"{n - at} bytes after the last record")
+    result._index()
+    return result
+
+
+# -- the file: opened relative to its trusted directory, read bounded ---------------------------
+
+cdef enum _CacheTrust:
+    CACHE_TRUSTED
+    CACHE_WRONG_TYPE            # not a directory, or not a regular file
+    CACHE_FOREIGN_OWNER         # not owned by the effective user
+    CACHE_OTHERS_WRITE          # writable by its group or by others
+
+
+cdef _CacheTrust _trust_fault(const struct_stat *st, bint directory) noexcept nogil:
+    """Whether the cache file (``directory`` False) or its directory, with this status, may
+    be trusted, else the first rule it breaks (``_trust_problem`` words it)."""
+    if not (S_ISDIR(st.st_mode) if directory else S_ISREG(st.st_mode)):
+        return CACHE_WRONG_TYPE
+    if st.st_uid != geteuid():
+        return CACHE_FOREIGN_OWNER
+    if st.st_mode & (S_IWGRP | S_IWOTH):
+        return CACHE_OTHERS_WRITE
+    return CACHE_TRUSTED
+
+
+cdef str _trust_problem(const struct_stat *st, bint directory):
+    """Why a cache file or directory with this status must not be used, or None."""
+    cdef _CacheTrust fault = _trust_fault(st, directory)
+    if fault == CACHE_WRONG_TYPE:
+        return "not a directory (or a symbolic link)" if directory else "not a regular file"
+    if fault == CACHE_FOREIGN_OWNER:
+        return f"owned by uid {st.st_uid}, not by the current user"
+    if fault == CACHE_OTHERS_WRITE:
+        return f"writable by others (mode {st.st_mode & 0o7777:o})"
+    return None
+
+
+cdef bytes _fs_path(str path):
+    """``path`` as the bytes the system call takes; ValueError as os.stat would raise it."""
+    cdef bytes raw = PyUnicode_EncodeFSDefault(path)
+    if memchr(<const char *>raw, 0, len(raw)) != NULL:
+        raise ValueError("embedded null byte")
+    return raw
+
+
+def untrusted_cache_directory(str directory):
+    """Why ``directory`` must not hold the backend cache (the rules of ``loader.cache``),
+    "missing" if it does not exist, else None. The path itself is judged: a symbolic link is
+    refused."""
+    cdef struct_stat st
+    cdef bytes raw
+    cdef int failed
+    try:
+        raw = _fs_path(directory)
+    except ValueError as error:
+        return str(error)
+    if lstat(raw, &st) != 0:
+        failed = errno
+        if failed == ENOENT:
+            return "missing"
+        return str(OSError(failed, _strerror(failed), directory))
+    return _trust_problem(&st, True)
+
+
+cdef enum _CacheStep:
+    CACHE_READ                  # data and size hold the file's bytes
+    CACHE_NO_DIRECTORY          # missing: an empty cache
+    CACHE_NO_FILE               # missing: an empty cache
+    CACHE_DIRECTORY_UNOPENED    # error
+    CACHE_DIRECTORY_UNSTATED    # error
+    CACHE_DIRECTORY_UNTRUSTED   # st is the directory's
+    CACHE_FILE_UNOPENED         # error
+    CACHE_FILE_UNSTATED         # error
+    CACHE_FILE_UNTRUSTED        # st is the file's
+    CACHE_FILE_TOO_LARGE        # st is the file's
+    CACHE_FILE_GREW             # past max_bytes while being read
+    CACHE_FILE_UNREAD           # error
+    CACHE_NO_MEMORY
+
+
+cdef struct _CacheFile:
+    struct_stat st
+    int error                   # errno of the step that failed
+    unsigned char *data         # malloc'd (the caller frees it), whatever the step
+    size_t size
+
+
+cdef int _open_retrying(int dir_fd, const char *path, int flags) noexcept nogil:
+    cdef int fd = openat(dir_fd, path, flags)
+    while fd < 0 and errno == EINTR:
+        fd = openat(dir_fd, path, flags)
+    return fd
+
+
+cdef _CacheStep _read_cache_file(const char *directory, const char *name, size_t max_bytes,
+                                 _CacheFile *f) noexcept nogil:
+    """Open ``directory`` (itself, not a symbolic link; O_PATH needs no read permission),
+    check it, open ``name`` in it (not through a symbolic link, never blocking on a FIFO),
+    check it and read at most ``max_bytes`` of it."""
+    cdef int dir_fd, fd
+    cdef _CacheStep step
+    f.data, f.size, f.error = NULL, 0, 0
+    dir_fd = _open_retrying(AT_FDCWD, directory,
+                            _posix.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    if dir_fd < 0:
+        f.error = errno
+        return CACHE_NO_DIRECTORY if f.error == ENOENT else CACHE_DIRECTORY_UNOPENED
+    if fstat(dir_fd, &f.st) != 0:
+        step, f.error = CACHE_DIRECTORY_UNSTATED, errno
+    elif _trust_fault(&f.st, True) != CACHE_TRUSTED:
+        step = CACHE_DIRECTORY_UNTRUSTED
+    else:
+        fd = _open_retrying(dir_fd, name,
+                            O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        if fd < 0:
+            f.error = errno
+            step = CACHE_NO_FILE if f.error == ENOENT else CACHE_FILE_UNOPENED
+        else:
+            step = _read_checked(fd, max_bytes, f)
+            c_close(fd)
+    c_close(dir_fd)
+    return step
+
+
+cdef _CacheStep _read_checked(int fd, size_t max_bytes, _CacheFile *f) noexcept nogil:
+    """Check the open cache file and read it, growing the buffer only if it grew since fstat."""
+    cdef size_t capacity
+    cdef ssize_t got
+    cdef unsigned char *grown
+    if fstat(fd, &f.st) != 0:
+        f.error = errno
+        return CACHE_FILE_UNSTATED
+    if _trust_fault(&f.st, False) != CACHE_TRUSTED:
+        return CACHE_FILE_UNTRUSTED
+    if f.st.st_size < 0 or <uint64_t>f.st.st_size > max_bytes:
+        return CACHE_FILE_TOO_LARGE
+    capacity = <size_t>f.st.st_size + 1          # one byte more: a file that grew shows
+    while True:
+        if f.size == capacity:
+            if capacity > max_bytes:
+                return CACHE_FILE_GREW
+            capacity = max_bytes + 1 if capacity > max_bytes // 2 else 2 * capacity
+            grown = <unsigned char *>realloc(f.data, capacity)
+            if grown == NULL:
+                return CACHE_NO_MEMORY
+            f.data = grown
+        elif f.data == NULL:
+            f.data = <unsigned char *>malloc(capacity)
+            if f.data == NULL:
+                return CACHE_NO_MEMORY
+        got = c_read(fd, f.data + f.size, capacity - f.size)
+        if got == 0:
+            return CACHE_READ
+        if got < 0:
+            if errno == EINTR:
+                continue
+            f.error = errno
+            return CACHE_FILE_UNREAD
+        f.size += <size_t>got

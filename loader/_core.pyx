@@ -11,10 +11,12 @@ from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
 from libc.string cimport memchr, memcmp, memcpy, memset, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
-from posix.fcntl cimport open as c_open, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_SYMLINK_NOFOLLOW
-from posix.stat cimport struct_stat, stat as c_stat, fstat, fstatat, S_ISREG, S_ISLNK, S_IWGRP, S_IWOTH
+from posix.fcntl cimport (open as c_open, openat, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_FDCWD,
+                          AT_SYMLINK_NOFOLLOW)
+from posix.stat cimport (struct_stat, stat as c_stat, fstat, fstatat, lstat, S_ISDIR, S_ISREG,
+                         S_ISLNK, S_IWGRP, S_IWOTH)
 from posix.types cimport dev_t, ino_t, uid_t
-from posix.unistd cimport close as c_close, pread, read as c_read, getuid
+from posix.unistd cimport close as c_close, pread, read as c_read, getuid, geteuid
 
 cimport backend_api as abi
 from loader cimport _posix
@@ -26,6 +28,7 @@ from loader.reasons import Reason
 
 cdef extern from "Python.h":
     str PyUnicode_DecodeFSDefault(const char *s)
+    bytes PyUnicode_EncodeFSDefault(object unicode)
 
 
 cdef extern from "<dlfcn.h>" nogil:

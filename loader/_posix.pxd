@@ -32,3 +32,8 @@ cdef extern from "<sys/auxv.h>" nogil:
     unsigned long getauxval(unsigned long type)
     enum:
         AT_SECURE
+
+
+cdef extern from "<fcntl.h>" nogil:
+    enum:
+        O_PATH

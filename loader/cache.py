@@ -14,13 +14,20 @@ stat just read: registering a cached backend costs no system call of its own.
 The cache is only a hint for *when* to load: a deferred backend is still loaded and fully checked
 before its first use. Even so it is trusted only as far as a file the user controls: it is never
 read or written in a secure-execution process or in strict-permissions mode, and it is refused
-when it or its directory is not owned by the current user or is writable by others. A cache that
-cannot be read, is corrupt, truncated, too large or malformed is ignored with a WARNING (and
-replaced at the next write); it is written atomically (a private temporary file renamed over it).
+when its directory is a symbolic link or not a directory, when the file is a symbolic link or not
+a regular file, and when either is not owned by the current user or is writable by others. A
+missing directory or file is an empty cache. A refused directory is neither read nor written,
+with a WARNING; a cache file that cannot be read, is refused, corrupt, truncated, too large or
+malformed is ignored with a WARNING (and replaced at the next write). It is written atomically
+(a private temporary file renamed over it).
+
+These rules are applied in C, each in one place (``loader/_cache.pxi``): ``_core.CacheRecords.
+read_file`` opens the directory itself, checks it, opens the file relative to it (never through
+a symbolic link, never waiting on a FIFO), checks it, reads it bounded and parses it; writing
+checks the directory with ``_core.untrusted_cache_directory``, the same rule.
 """
 import logging
 import os
-import stat
 import tempfile
 from typing import List, Optional, Tuple
 
@@ -90,30 +97,21 @@ class BackendCache:
     # -- reading -------------------------------------------------------------------------------
 
     def read(self) -> None:
-        """Load the records from the cache file; a missing file is an empty cache, anything
-        wrong with it a WARNING and an empty cache."""
+        """Load the records from the cache file; a missing directory or file is an empty
+        cache, anything wrong with either a WARNING and an empty cache."""
         if not self.usable:
             return
-        problem = _untrusted_directory(self.directory)
-        if problem == "missing":
-            return
-        if problem:
-            log.warning("backend cache %s not used: %s", paths.text(self.directory), problem)
+        records, directory_problem, file_problem = _core.CacheRecords.read_file(
+            self.directory, FILE_NAME, loader_version(), MAX_RECORDS, MAX_BYTES)
+        if directory_problem is not None:
+            log.warning("backend cache %s not used: %s", paths.text(self.directory),
+                        directory_problem)
             self.directory = self.path = None
-            return
-        try:
-            data = _read_bounded(self.path)
-        except FileNotFoundError:
-            return
-        except (OSError, ValueError) as error:
-            log.warning("backend cache %s ignored: %s", paths.text(self.path), error)
+        elif file_problem is not None:
+            log.warning("backend cache %s ignored: %s", paths.text(self.path), file_problem)
             self._replace = True
-            return
-        try:
-            self.records = _core.CacheRecords.parse(data, loader_version(), MAX_RECORDS)
-        except ValueError as error:
-            log.warning("backend cache %s ignored: %s", paths.text(self.path), error)
-            self._replace = True
+        else:
+            self.records = records
 
     # -- writing -------------------------------------------------------------------------------
 
@@ -124,7 +122,7 @@ class BackendCache:
             return
         try:
             os.makedirs(self.directory, mode=0o700, exist_ok=True)
-            problem = _untrusted_directory(self.directory)
+            problem = _core.untrusted_cache_directory(self.directory)
             if problem:
                 log.warning("backend cache %s not written: %s", paths.text(self.directory),
                             problem)
@@ -161,45 +159,3 @@ def open_cache(strict_permissions: bool, environ=None) -> BackendCache:
     cache.read()
     return cache
 
-
-def _untrusted_directory(directory: str) -> Optional[str]:
-    """Why ``directory`` must not hold the cache, "missing" if it does not exist, else None."""
-    try:
-        st = os.lstat(directory)
-    except FileNotFoundError:
-        return "missing"
-    except (OSError, ValueError) as error:
-        return str(error)
-    if not stat.S_ISDIR(st.st_mode):
-        return "not a directory (or a symbolic link)"
-    if st.st_uid != os.geteuid():
-        return f"owned by uid {st.st_uid}, not by the current user"
-    if st.st_mode & 0o022:
-        return f"writable by others (mode {stat.S_IMODE(st.st_mode):o})"
-    return None
-
-
-def _read_bounded(path: str) -> bytes:
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise ValueError("not a regular file")
-        if st.st_uid != os.geteuid():
-            raise ValueError(f"owned by uid {st.st_uid}, not by the current user")
-        if st.st_mode & 0o022:
-            raise ValueError(f"writable by others (mode {stat.S_IMODE(st.st_mode):o})")
-        if st.st_size > MAX_BYTES:
-            raise ValueError(f"{st.st_size} bytes, more than the {MAX_BYTES} a cache may have")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > MAX_BYTES:
-                raise ValueError(f"more than the {MAX_BYTES} bytes a cache may have")
-            chunks.append(chunk)
-        return b"".join(chunks)
-    finally:
-        os.close(fd)

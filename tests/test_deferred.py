@@ -1,9 +1,11 @@
 """Deferred loading: backends registered from the per-user backend cache without dlopen, loaded and
 fully checked at first use; the cache's trust rules; ``Runtime(backends=[...])``."""
+import errno
 import gc
 import logging
 import os
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -274,9 +276,10 @@ def test_a_cache_others_can_write_is_refused(backend_dir, cache_dir, caplog, whe
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give the cache to another user")
-def test_a_cache_owned_by_another_user_is_refused(backend_dir, cache_dir, caplog):
+@pytest.mark.parametrize("where", ["file", "directory"])
+def test_a_cache_owned_by_another_user_is_refused(backend_dir, cache_dir, caplog, where):
     valid_cache_bytes(backend_dir, cache_dir)
-    os.chown(cache_file(cache_dir), 12345, 12345)
+    os.chown(cache_file(cache_dir) if where == "file" else cache_dir, 12345, 12345)
     with caplog.at_level(logging.WARNING, logger="loader"):
         with deferred(backend_dir) as runtime:
             assert runtime.report["entries"][0]["deferred"] is False
@@ -293,6 +296,113 @@ def test_a_symlinked_cache_is_refused(backend_dir, cache_dir, tmp_path, caplog):
         with deferred(backend_dir) as runtime:
             assert runtime.report["entries"][0]["deferred"] is False
     assert any("backend cache" in r.getMessage() for r in caplog.records)
+
+
+def warnings_about_the_cache(caplog):
+    return [r.getMessage() for r in caplog.records
+            if r.levelno >= logging.WARNING and r.getMessage().startswith("backend cache")]
+
+
+@pytest.mark.parametrize("missing", ["directory", "file"])
+def test_a_missing_cache_is_an_empty_cache_without_a_warning(backend_dir, cache_dir, caplog,
+                                                              missing):
+    path = install_reference(backend_dir)
+    if missing == "file":
+        cache_dir.mkdir(parents=True, mode=0o700)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert entry_for(runtime.report, path)["deferred"] is False
+    assert warnings_about_the_cache(caplog) == []
+    assert path in records(cache_dir)
+
+
+def test_a_cache_replaced_by_a_fifo_is_ignored_without_waiting_for_a_writer(backend_dir, cache_dir,
+                                                                             caplog):
+    valid_cache_bytes(backend_dir, cache_dir)
+    [path] = records(cache_dir)
+    cache_file(cache_dir).unlink()
+    os.mkfifo(cache_file(cache_dir), 0o600)
+    found = []
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        reader = threading.Thread(target=lambda: found.append(records(cache_dir)), daemon=True)
+        reader.start()
+        reader.join(10)
+        if reader.is_alive():               # blocked opening the FIFO: a writer lets it go
+            os.close(os.open(cache_file(cache_dir), os.O_WRONLY | os.O_NONBLOCK))
+            reader.join()
+            pytest.fail("reading the cache waited for a writer on a FIFO")
+    assert found == [{}]
+    assert warnings_about_the_cache(caplog) == \
+        [f"backend cache {cache_file(cache_dir)} ignored: not a regular file"]
+    with deferred(backend_dir):             # replaced by a regular file at the next write
+        pass
+    assert path in records(cache_dir)
+
+
+@pytest.mark.parametrize("what", ["symbolic link to a directory", "regular file"])
+def test_a_cache_directory_that_is_not_a_directory_is_neither_read_nor_written(
+        backend_dir, cache_dir, tmp_path, caplog, what):
+    valid_cache_bytes(backend_dir, cache_dir)
+    real = tmp_path / "real"
+    cache_dir.rename(real)
+    if what == "regular file":
+        cache_dir.write_bytes(b"")
+    else:
+        cache_dir.symlink_to(real)
+    before = os.stat(real / backend_cache.FILE_NAME)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert runtime.report["entries"][0]["deferred"] is False
+    assert warnings_about_the_cache(caplog) == \
+        [f"backend cache {cache_dir} not used: not a directory (or a symbolic link)"]
+    assert os.stat(real / backend_cache.FILE_NAME).st_ino == before.st_ino, "written through"
+
+
+def test_a_cache_home_that_is_not_a_directory_is_named_in_the_warning(backend_dir, tmp_path,
+                                                                      monkeypatch, caplog):
+    install_reference(backend_dir)
+    home = tmp_path / "xdg"
+    home.write_bytes(b"")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(home))
+    cache_dir = str(home / "dynamic-backends")
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        with deferred(backend_dir) as runtime:
+            assert runtime.backend_ids == ["CpuRef"]
+    error = NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), cache_dir)
+    assert warnings_about_the_cache(caplog) == [f"backend cache {cache_dir} not used: {error}"]
+
+
+def test_a_cache_larger_than_the_limit_is_ignored(backend_dir, cache_dir, caplog, monkeypatch):
+    data = valid_cache_bytes(backend_dir, cache_dir)
+    monkeypatch.setattr(backend_cache, "MAX_BYTES", len(data))
+    assert len(records(cache_dir)) == 1
+    monkeypatch.setattr(backend_cache, "MAX_BYTES", len(data) - 1)
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        assert records(cache_dir) == {}
+    assert warnings_about_the_cache(caplog) == [
+        f"backend cache {cache_file(cache_dir)} ignored: "
+        f"{len(data)} bytes, more than the {len(data) - 1} a cache may have"]
+
+
+@pytest.mark.parametrize("what", ["symbolic link", "writable by others"])
+def test_the_cache_is_never_written_into_an_untrusted_directory(cache_dir, tmp_path, caplog, what):
+    if what == "symbolic link":
+        real = tmp_path / "real"
+        real.mkdir(mode=0o700)
+        cache_dir.parent.mkdir()
+        cache_dir.symlink_to(real)
+        problem = "not a directory (or a symbolic link)"
+    else:
+        real = cache_dir
+        cache_dir.mkdir(parents=True)
+        os.chmod(cache_dir, 0o777)
+        problem = "writable by others (mode 777)"
+    c = backend_cache.BackendCache(str(cache_dir))
+    c.store("/a", (1, 1, 1, 1, 1), "A", loader.BackendVersion(1, 0))
+    with caplog.at_level(logging.WARNING, logger="loader"):
+        c.write()
+    assert warnings_about_the_cache(caplog) == [f"backend cache {cache_dir} not written: {problem}"]
+    assert os.listdir(real) == []
 
 
 def test_no_cache_in_strict_mode_or_secure_execution(backend_dir, cache_dir, monkeypatch):
