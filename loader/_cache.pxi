@@ -240,7 +240,8 @@ cdef class CacheRecords:
         try:
             if step == CACHE_READ:
                 try:
-                    return _parse_cache(f.data, f.size, loader_version, max_records), None, None
+                    return (_parse_cache(<const unsigned char *>f.data, f.size, loader_version,
+                                         max_records), None, None)
                 except ValueError as error:
                     return None, None, str(error)
             if step == CACHE_NO_DIRECTORY or step == CACHE_NO_FILE:
@@ -534,7 +535,7 @@ cdef enum _CacheStep:
 cdef struct _CacheFile:
     struct_stat st
     int error                   # errno of the step that failed
-    unsigned char *data         # malloc'd (the caller frees it), whatever the step
+    char *data                  # malloc'd (the caller frees it), whatever the step
     size_t size
 
 
@@ -576,10 +577,8 @@ cdef _CacheStep _read_cache_file(const char *directory, const char *name, size_t
 
 
 cdef _CacheStep _read_checked(int fd, size_t max_bytes, _CacheFile *f) noexcept nogil:
-    """Check the open cache file and read it, growing the buffer only if it grew since fstat."""
-    cdef size_t capacity
-    cdef ssize_t got
-    cdef unsigned char *grown
+    """Check the open cache file, then read it."""
+    cdef int failed
     if fstat(fd, &f.st) != 0:
         f.error = errno
         return CACHE_FILE_UNSTATED
@@ -587,26 +586,12 @@ cdef _CacheStep _read_checked(int fd, size_t max_bytes, _CacheFile *f) noexcept 
         return CACHE_FILE_UNTRUSTED
     if f.st.st_size < 0 or <uint64_t>f.st.st_size > max_bytes:
         return CACHE_FILE_TOO_LARGE
-    capacity = <size_t>f.st.st_size + 1          # one byte more: a file that grew shows
-    while True:
-        if f.size == capacity:
-            if capacity > max_bytes:
-                return CACHE_FILE_GREW
-            capacity = max_bytes + 1 if capacity > max_bytes // 2 else 2 * capacity
-            grown = <unsigned char *>realloc(f.data, capacity)
-            if grown == NULL:
-                return CACHE_NO_MEMORY
-            f.data = grown
-        elif f.data == NULL:
-            f.data = <unsigned char *>malloc(capacity)
-            if f.data == NULL:
-                return CACHE_NO_MEMORY
-        got = c_read(fd, f.data + f.size, capacity - f.size)
-        if got == 0:
-            return CACHE_READ
-        if got < 0:
-            if errno == EINTR:
-                continue
-            f.error = errno
-            return CACHE_FILE_UNREAD
-        f.size += <size_t>got
+    failed = _read_bounded(fd, <size_t>f.st.st_size + 1, max_bytes, &f.data, &f.size)
+    if failed == READ_TOO_LARGE:
+        return CACHE_FILE_GREW
+    if failed == READ_NO_MEMORY:
+        return CACHE_NO_MEMORY
+    if failed != 0:
+        f.error = failed
+        return CACHE_FILE_UNREAD
+    return CACHE_READ

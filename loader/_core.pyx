@@ -64,6 +64,47 @@ include "_network.pxi"
 
 
 # ---------------------------------------------------------------------------------------------
+# Reading a whole file, bounded
+# ---------------------------------------------------------------------------------------------
+
+cdef enum:
+    READ_TOO_LARGE = -1
+    READ_NO_MEMORY = -2
+
+
+cdef int _read_bounded(int fd, size_t capacity, size_t max_bytes, char **data,
+                       size_t *size) noexcept nogil:
+    """Read ``fd`` to its end into ``*data`` (malloc'd; the caller frees it whatever the
+    outcome), ``*size`` bytes: 0, an errno, READ_TOO_LARGE past ``max_bytes`` (below SIZE_MAX)
+    or READ_NO_MEMORY. The buffer starts at ``capacity`` bytes (one more than the expected size
+    sees the end without growing) and doubles while more comes."""
+    cdef ssize_t got
+    cdef char *grown
+    data[0], size[0] = NULL, 0
+    capacity = 1 if capacity == 0 else min(capacity, max_bytes + 1)
+    data[0] = <char *>malloc(capacity)
+    if data[0] == NULL:
+        return READ_NO_MEMORY
+    while True:
+        if size[0] == capacity:
+            if capacity > max_bytes:
+                return READ_TOO_LARGE
+            capacity = max_bytes + 1 if capacity > max_bytes // 2 else 2 * capacity
+            grown = <char *>realloc(data[0], capacity)
+            if grown == NULL:
+                return READ_NO_MEMORY
+            data[0] = grown
+        got = c_read(fd, data[0] + size[0], capacity - size[0])
+        if got == 0:
+            return 0
+        if got < 0:
+            if errno == EINTR:
+                continue
+            return errno
+        size[0] += <size_t>got
+
+
+# ---------------------------------------------------------------------------------------------
 # Secure execution (contract section 3.2)
 # ---------------------------------------------------------------------------------------------
 
@@ -82,34 +123,22 @@ def startup_environment_value(bytes name):
     when it was not set; read from /proc/self/environ, which later changes to the environment
     do not touch. Raises OSError when that file cannot be read."""
     cdef int fd = c_open(b"/proc/self/environ", O_RDONLY | O_CLOEXEC)
-    cdef size_t capacity = 16384, used = 0, at, end, key_length = len(name)
-    cdef ssize_t got
-    cdef char *data
-    cdef char *grown
+    cdef size_t used = 0, at, end, key_length = len(name)
+    cdef int failed
+    cdef char *data = NULL
     cdef const char *key = name
     if fd < 0:
         raise OSError(errno, _strerror(errno), "/proc/self/environ")
-    data = <char *>malloc(capacity)
+    failed = _read_bounded(fd, 16384, _MAX_ENVIRONMENT_BYTES, &data, &used)
+    c_close(fd)
     try:
-        if data == NULL:
+        if failed == READ_NO_MEMORY:
             raise MemoryError()
-        while True:
-            if used == capacity:
-                if capacity >= _MAX_ENVIRONMENT_BYTES:
-                    raise OSError(0, "the start-up environment is larger than "
-                                     f"{_MAX_ENVIRONMENT_BYTES} bytes", "/proc/self/environ")
-                grown = <char *>realloc(data, capacity * 2)
-                if grown == NULL:
-                    raise MemoryError()
-                data, capacity = grown, capacity * 2
-            got = c_read(fd, data + used, capacity - used)
-            if got < 0:
-                if errno == EINTR:
-                    continue
-                raise OSError(errno, _strerror(errno), "/proc/self/environ")
-            if got == 0:
-                break
-            used += <size_t>got
+        if failed == READ_TOO_LARGE:
+            raise OSError(0, "the start-up environment is larger than "
+                             f"{_MAX_ENVIRONMENT_BYTES} bytes", "/proc/self/environ")
+        if failed != 0:
+            raise OSError(failed, _strerror(failed), "/proc/self/environ")
         at = 0
         while at < used:  # NUL-separated NAME=value items; the last may lack its NUL
             end = at
@@ -122,4 +151,3 @@ def startup_environment_value(bytes name):
         return None
     finally:
         free(data)
-        c_close(fd)

@@ -138,6 +138,20 @@ def test_ld_library_path_counts_as_the_process_started_with_it(tmp_path, at_star
         assert entry["detail"] == "needs libdep.so, which the dynamic linker cannot find", entry
 
 
+def test_the_start_up_environment_is_read_whole_however_large():
+    # /proc/self/environ is read into a buffer that grows: a value far past its first size counts.
+    env = {k: v for k, v in os.environ.items() if k != "LD_LIBRARY_PATH"}
+    env["PADDING"] = "x" * 100_000
+    env["LD_LIBRARY_PATH"] = "/after/the/padding"   # after the padding in /proc/self/environ
+    code = ("from loader import _core\n"
+            "print(_core.startup_environment_value(b'LD_LIBRARY_PATH'),"
+            " _core.startup_environment_value(b'NOT_SET_AT_START'))\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            timeout=60, cwd="/", env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.split() == ["b'/after/the/padding'", "None"]
+
+
 @needs_cc
 def test_a_regular_needed_library_after_the_search_path_is_still_found(tmp_path):
     scan_dir = _backend_needing(tmp_path, "-Wl,-soname,libdep.so")
