@@ -445,7 +445,7 @@ cdef CacheRecords _parse_cache(const unsigned char *p, size_t n, str loader_vers
         if _id_fault(<const char *>(path + path_length), id_length) != ID_OK:
             raise ValueError(f"record {i}: " + _checked_backend_id(
                 <const char *>(path + path_length), id_length)[1])
-        if _compatible(major, minor, API_VERSION_MAJOR, API_VERSION_MINOR):
+        if _compatible(major, minor, abi.BACKEND_API_VERSION_MAJOR, abi.BACKEND_API_VERSION_MINOR):
             result._append(_le64(p + at), _le64(p + at + 8), _le64(p + at + 16),
                            <int64_t>_le64(p + at + 24), <int64_t>_le64(p + at + 32),
                            major, minor, path, path_length, path + path_length, id_length)
