@@ -79,7 +79,7 @@ cdef class CacheRecords:
     cdef size_t slot_count          # a power of two, at least twice count
     cdef readonly bint changed      # a record was added, replaced or forgotten since parsing
     cdef dict _by_path              # path bytes -> indexes of its alive records, built on demand
-    cdef char *arena                # the strings of the parsed records, one allocation
+    cdef char *arena                # the parsed file, its strings moved to its front
     cdef size_t arena_used, arena_size
 
     def __cinit__(self):
@@ -187,10 +187,10 @@ cdef class CacheRecords:
         if self.arena != NULL and path_length + id_length + 2 <= self.arena_size - self.arena_used:
             r.owned = False
             r.path = self.arena + self.arena_used
-            memcpy(r.path, path, path_length)
+            memmove(r.path, path, path_length)      # the strings may lie further on in the arena
             r.path[path_length] = 0
             r.backend_id = r.path + path_length + 1
-            memcpy(r.backend_id, backend_id, id_length)
+            memmove(r.backend_id, backend_id, id_length)
             r.backend_id[id_length] = 0
             self.arena_used += path_length + id_length + 2
         else:
@@ -213,7 +213,12 @@ cdef class CacheRecords:
         """The records of a cache file's bytes; ValueError naming the first problem. Records
         of a version this runtime cannot load are dropped (they would fail their checks). Two
         records for one path are harmless: a lookup needs the path and the exact identity."""
-        return _parse_cache(data, len(data), loader_version, max_records)
+        cdef size_t n = len(data)
+        cdef char *copy = <char *>malloc(n + 1)
+        if copy == NULL:
+            raise MemoryError()
+        memcpy(copy, <const char *>data, n)
+        return _parse_cache(copy, n, loader_version, max_records)
 
     @staticmethod
     def read_file(str directory, str file_name, str loader_version, Py_ssize_t max_records,
@@ -228,6 +233,7 @@ cdef class CacheRecords:
         cdef const char *c_name
         cdef _CacheFile f
         cdef _CacheStep step
+        cdef char *data
         if max_bytes < 0:
             raise ValueError("max_bytes must not be negative")
         try:
@@ -239,9 +245,9 @@ cdef class CacheRecords:
             step = _read_cache_file(c_directory, c_name, <size_t>max_bytes, &f)
         try:
             if step == CACHE_READ:
+                data, f.data = f.data, NULL        # the records' arena from now on
                 try:
-                    return (_parse_cache(<const unsigned char *>f.data, f.size, loader_version,
-                                         max_records), None, None)
+                    return _parse_cache(data, f.size, loader_version, max_records), None, None
                 except ValueError as error:
                     return None, None, str(error)
             if step == CACHE_NO_DIRECTORY or step == CACHE_NO_FILE:
@@ -393,14 +399,24 @@ cdef class CacheRecords:
         return result
 
 
-cdef CacheRecords _parse_cache(const unsigned char *p, size_t n, str loader_version,
-                               Py_ssize_t max_records):
-    """CacheRecords.parse of the ``n`` bytes at ``p``."""
-    cdef CacheRecords result = CacheRecords()
+cdef CacheRecords _parse_cache(char *data, size_t n, str loader_version, Py_ssize_t max_records):
+    """CacheRecords.parse of the ``n`` bytes at ``data``, a malloc'd buffer this takes over:
+    it becomes the arena of the records' strings, each moved, NUL-terminated, to the front
+    (over fixed parts already read: a record's strings take 54 bytes less than the record, so
+    nothing not yet read is overwritten)."""
+    cdef CacheRecords result
+    cdef const unsigned char *p = <const unsigned char *>data
     cdef size_t at, count, i, path_length, id_length, loader_length
-    cdef bytes expected_loader = loader_version.encode("utf-8")
+    cdef bytes expected_loader
     cdef uint32_t major, minor
     cdef const unsigned char *path
+    try:
+        result = CacheRecords()
+    except BaseException:
+        free(data)
+        raise
+    result.arena, result.arena_size, result.arena_used = data, n, 0
+    expected_loader = loader_version.encode("utf-8")
     if n < CACHE_HEADER_BYTES or memcmp(p, <const char *>_CACHE_MAGIC, 8) != 0:
         raise ValueError("not a dynamic-backends cache file")
     if _le32(p + 8) != CACHE_FORMAT:
@@ -418,11 +434,6 @@ cdef CacheRecords _parse_cache(const unsigned char *p, size_t n, str loader_vers
         raise ValueError(f"written by loader {written_by.decode('utf-8', 'replace')!r}, "
                          f"this is {loader_version!r}")
     at = CACHE_HEADER_BYTES + loader_length
-    # every string of the file, each with a NUL added, fits in n + 2 * count bytes
-    result.arena_size = n + 2 * count
-    result.arena = <char *>malloc(result.arena_size)
-    if result.arena == NULL:
-        raise MemoryError()
     # room for every record at once, as many as the header says if the bytes left can hold them
     result.capacity = min(count, (n - at) // CACHE_RECORD_BYTES)
     if result.capacity > 0:

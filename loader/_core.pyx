@@ -9,7 +9,7 @@ cimport cython
 from libc.errno cimport errno, EINTR, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
-from libc.string cimport memchr, memcmp, memcpy, memset, strcmp, strlen
+from libc.string cimport memchr, memcmp, memcpy, memmove, memset, strcmp, strlen
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport (open as c_open, openat, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_FDCWD,
                           AT_SYMLINK_NOFOLLOW)
