@@ -476,12 +476,13 @@ cdef enum _CacheTrust:
     CACHE_OTHERS_WRITE          # writable by its group or by others
 
 
-cdef _CacheTrust _trust_fault(const struct_stat *st, bint directory) noexcept nogil:
+cdef _CacheTrust _trust_fault(const struct_stat *st, bint directory, uid_t euid) noexcept nogil:
     """Whether the cache file (``directory`` False) or its directory, with this status, may
-    be trusted, else the first rule it breaks (``_trust_problem`` words it)."""
+    be trusted by the effective user ``euid``, else the first rule it breaks (``_trust_problem``
+    words it)."""
     if not (S_ISDIR(st.st_mode) if directory else S_ISREG(st.st_mode)):
         return CACHE_WRONG_TYPE
-    if st.st_uid != geteuid():
+    if st.st_uid != euid:
         return CACHE_FOREIGN_OWNER
     if st.st_mode & (S_IWGRP | S_IWOTH):
         return CACHE_OTHERS_WRITE
@@ -490,7 +491,7 @@ cdef _CacheTrust _trust_fault(const struct_stat *st, bint directory) noexcept no
 
 cdef str _trust_problem(const struct_stat *st, bint directory):
     """Why a cache file or directory with this status must not be used, or None."""
-    cdef _CacheTrust fault = _trust_fault(st, directory)
+    cdef _CacheTrust fault = _trust_fault(st, directory, geteuid())
     if fault == CACHE_WRONG_TYPE:
         return "not a directory (or a symbolic link)" if directory else "not a regular file"
     if fault == CACHE_FOREIGN_OWNER:
@@ -564,6 +565,7 @@ cdef _CacheStep _read_cache_file(const char *directory, const char *name, size_t
     check it and read at most ``max_bytes`` of it."""
     cdef int dir_fd, fd
     cdef _CacheStep step
+    cdef uid_t euid = geteuid()
     f.data, f.size, f.error = NULL, 0, 0
     dir_fd = _open_retrying(AT_FDCWD, directory,
                             _posix.O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
@@ -572,7 +574,7 @@ cdef _CacheStep _read_cache_file(const char *directory, const char *name, size_t
         return CACHE_NO_DIRECTORY if f.error == ENOENT else CACHE_DIRECTORY_UNOPENED
     if fstat(dir_fd, &f.st) != 0:
         step, f.error = CACHE_DIRECTORY_UNSTATED, errno
-    elif _trust_fault(&f.st, True) != CACHE_TRUSTED:
+    elif _trust_fault(&f.st, True, euid) != CACHE_TRUSTED:
         step = CACHE_DIRECTORY_UNTRUSTED
     else:
         fd = _open_retrying(dir_fd, name,
@@ -581,19 +583,19 @@ cdef _CacheStep _read_cache_file(const char *directory, const char *name, size_t
             f.error = errno
             step = CACHE_NO_FILE if f.error == ENOENT else CACHE_FILE_UNOPENED
         else:
-            step = _read_checked(fd, max_bytes, f)
+            step = _read_checked(fd, max_bytes, euid, f)
             c_close(fd)
     c_close(dir_fd)
     return step
 
 
-cdef _CacheStep _read_checked(int fd, size_t max_bytes, _CacheFile *f) noexcept nogil:
+cdef _CacheStep _read_checked(int fd, size_t max_bytes, uid_t euid, _CacheFile *f) noexcept nogil:
     """Check the open cache file, then read it."""
     cdef int failed
     if fstat(fd, &f.st) != 0:
         f.error = errno
         return CACHE_FILE_UNSTATED
-    if _trust_fault(&f.st, False) != CACHE_TRUSTED:
+    if _trust_fault(&f.st, False, euid) != CACHE_TRUSTED:
         return CACHE_FILE_UNTRUSTED
     if f.st.st_size < 0 or <uint64_t>f.st.st_size > max_bytes:
         return CACHE_FILE_TOO_LARGE
