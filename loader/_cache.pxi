@@ -225,9 +225,9 @@ cdef class CacheRecords:
                   Py_ssize_t max_bytes):
         """Read and parse ``directory``/``file_name`` if both may be trusted (the rules of
         ``loader.cache``): (records, directory_problem, file_problem). A missing directory or
-        file reads as empty records and no problem. A directory that must not hold the cache
-        gives (None, why, None); a file that cannot be read, is untrusted, larger than
-        ``max_bytes`` or malformed gives (None, None, why)."""
+        file gives (None, None, None): nothing to read, nothing wrong. A directory that must not
+        hold the cache gives (None, why, None); a file that cannot be read, is untrusted, larger
+        than ``max_bytes`` or malformed gives (None, None, why)."""
         cdef bytes raw_directory, raw_name
         cdef const char *c_directory
         cdef const char *c_name
@@ -251,13 +251,13 @@ cdef class CacheRecords:
                 except ValueError as error:
                     return None, None, str(error)
             if step == CACHE_NO_DIRECTORY or step == CACHE_NO_FILE:
-                return CacheRecords(), None, None
+                return None, None, None
             if step == CACHE_DIRECTORY_UNOPENED:
                 # why it could not be opened, as the rule judges the path (a symbolic link,
                 # not a directory), else the error itself
                 problem = untrusted_cache_directory(directory)
                 if problem == "missing":
-                    return CacheRecords(), None, None
+                    return None, None, None
                 return None, problem or str(OSError(f.error, _strerror(f.error), directory)), None
             if step == CACHE_DIRECTORY_UNSTATED:
                 return None, str(OSError(f.error, _strerror(f.error), directory)), None

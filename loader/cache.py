@@ -110,7 +110,7 @@ class BackendCache:
         elif file_problem is not None:
             log.warning("backend cache %s ignored: %s", paths.text(self.path), file_problem)
             self._replace = True
-        else:
+        elif records is not None:
             self.records = records
 
     # -- writing -------------------------------------------------------------------------------
