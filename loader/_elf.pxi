@@ -1386,13 +1386,26 @@ cdef object _dynamic_dependencies(const dbk_elf *e):
     taken from its string table (every offset already checked to lie inside it), each name the
     dynamic linker has already loaded left out."""
     cdef uint32_t i
-    needed = [name for name in [os.fsdecode(<bytes>(e.strtab + e.needed[i])) for i in range(e.n_needed)]
-              if not is_library_loaded(name)]
-    filters = [name for name in [os.fsdecode(<bytes>(e.strtab + e.filters[i])) for i in range(e.n_filters)]
-               if not is_library_loaded(name)]
-    rpath = os.fsdecode(<bytes>(e.strtab + e.rpath)) if e.rpath >= 0 else None
-    runpath = os.fsdecode(<bytes>(e.strtab + e.runpath)) if e.runpath >= 0 else None
+    needed = [PyUnicode_DecodeFSDefault(e.strtab + e.needed[i]) for i in range(e.n_needed)
+              if not _is_loaded(e.strtab + e.needed[i])]
+    filters = [PyUnicode_DecodeFSDefault(e.strtab + e.filters[i]) for i in range(e.n_filters)
+               if not _is_loaded(e.strtab + e.filters[i])]
+    rpath = PyUnicode_DecodeFSDefault(e.strtab + e.rpath) if e.rpath >= 0 else None
+    runpath = PyUnicode_DecodeFSDefault(e.strtab + e.runpath) if e.runpath >= 0 else None
     return needed, rpath, runpath, filters
+
+
+cdef bint _all_dependencies_loaded(const dbk_elf *e) except -1:
+    """Whether every DT_NEEDED, DT_AUXILIARY and DT_FILTER name of a checked file is already
+    loaded (the common case: nothing to look for, and no Python object made for it)."""
+    cdef uint32_t i
+    for i in range(e.n_needed):
+        if not _is_loaded(e.strtab + e.needed[i]):
+            return False
+    for i in range(e.n_filters):
+        if not _is_loaded(e.strtab + e.filters[i]):
+            return False
+    return True
 
 
 def inspect_elf_file(str path):
@@ -1499,10 +1512,10 @@ cdef int _collect_names(dl_phdr_info *info, size_t size, void *data) noexcept wi
     if info.dlpi_name == NULL or info.dlpi_name[0] == 0 \
             or strncmp(info.dlpi_name, b"linux-", 6) == 0:  # the program itself, the vDSO
         return 0
-    names.add(os.fsdecode(<bytes>info.dlpi_name))
+    names.add(<bytes>info.dlpi_name)
     soname = dbk_loaded_soname(info)
     if soname != NULL:
-        names.add(os.fsdecode(<bytes>soname))
+        names.add(<bytes>soname)
     return 0
 
 
@@ -1517,22 +1530,25 @@ cdef set _loaded_names():
 
 
 # Objects loaded before this module: the program's own libraries and Python's extension modules,
-# which are never unloaded (a set, for the common names such as libc). Those loaded later
-# (backends and what they need, which may be unloaded again) are looked for in the link map
-# itself, in C, on every question: no Python object per loaded library, however many backends
-# are loaded.
+# which are never unloaded (a set of their paths and sonames, as bytes, for the common names such
+# as libc). Those loaded later (backends and what they need, which may be unloaded again) are
+# looked for in the link map itself, in C, on every question: no Python object per loaded
+# library, however many backends are loaded.
 cdef set _startup_names = _loaded_names()
+
+
+cdef bint _is_loaded(const char *name) except -1:
+    cdef dbk_wanted wanted
+    if <bytes>name in _startup_names:
+        return True
+    wanted.name = name
+    wanted.found = 0
+    dl_iterate_phdr(dbk_match_loaded, &wanted)
+    return wanted.found != 0
 
 
 def is_library_loaded(str name):
     """Whether the dynamic linker would match DT_NEEDED ``name`` with an object it has already
     loaded (by path or soname), so that it would open nothing for it."""
-    cdef bytes encoded
-    cdef dbk_wanted wanted
-    if name in _startup_names:
-        return True
-    encoded = os.fsencode(name)
-    wanted.name = encoded
-    wanted.found = 0
-    dl_iterate_phdr(dbk_match_loaded, &wanted)
-    return wanted.found != 0
+    cdef bytes encoded = PyUnicode_EncodeFSDefault(name)
+    return b"\0" not in encoded and _is_loaded(encoded)

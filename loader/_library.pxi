@@ -227,7 +227,7 @@ def load_backend(str path, probe_timeout=None, bint secure=False, announce=None)
     ``minor`` are given once they were read (else None). ``announce`` is called with no
     argument just before dlopen (the debug log line). Never raises for a bad file."""
     global _dependency_problem, _isolated_probe
-    cdef bytes path_bytes = os.fsencode(path)
+    cdef bytes path_bytes = PyUnicode_EncodeFSDefault(path)
     cdef const char *c_path = path_bytes
     cdef uint64_t detail = 0
     cdef uint64_t page[FIRST_PAGE_WORDS]
@@ -248,14 +248,12 @@ def load_backend(str path, probe_timeout=None, bint secure=False, announce=None)
             verdict = _check_elf(c_path, e, page, &detail)
         if verdict != ELF_OK:
             return (None,) + _elf_verdict(verdict, detail, e) + (None, None, None)
-        if e.n_needed or e.n_filters:
-            needed = _dynamic_dependencies(e)
-            if needed[0] or needed[3]:
-                if _dependency_problem is None:
-                    from loader.dependencies import dependency_problem as _dependency_problem
-                problem = _dependency_problem(path, secure, needed)
-                if problem is not None:
-                    return None, Reason.MISSING_DEPENDENCY, problem, None, None, None
+        if not _all_dependencies_loaded(e):
+            if _dependency_problem is None:
+                from loader.dependencies import dependency_problem as _dependency_problem
+            problem = _dependency_problem(path, secure, _dynamic_dependencies(e))
+            if problem is not None:
+                return None, Reason.MISSING_DEPENDENCY, problem, None, None, None
     finally:
         _release(e)
     if probe_timeout is not None:
