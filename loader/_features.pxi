@@ -113,7 +113,7 @@ cdef Feature _SERIALIZED_SUBGRAPHS = FEATURES[9]
 cdef dict _skew_details = {}     # minor -> skew_detail(minor), for the minors seen so far
 
 
-def skew_detail(uint32_t minor):
+cpdef str skew_detail(uint32_t minor):
     """What a backend built against 1.<minor> lacks compared with this runtime, or ""."""
     detail = _skew_details.get(minor)
     if detail is not None:

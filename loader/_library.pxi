@@ -193,7 +193,7 @@ cdef object _backend_version(uint32_t major, uint32_t minor):
     return version
 
 
-def load_entry(entry, probe_timeout=None, bint secure=False, announce=None):
+cpdef object load_entry(Entry entry, probe_timeout=None, bint secure=False, announce=None):
     """load_backend for a loader.loading.Entry: the accepted library (its ``detail`` says what
     an older minor version lacks), or None with the entry skipped; ``backend_id`` and
     ``version`` are set once they were read."""
@@ -209,7 +209,7 @@ def load_entry(entry, probe_timeout=None, bint secure=False, announce=None):
     return library
 
 
-def load_backend(str path, probe_timeout=None, bint secure=False, announce=None):
+cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announce=None):
     """Every check of contract section 5 on one candidate file, in the contract's order; the
     first failure is the reason:
 
