@@ -148,6 +148,8 @@ def _split(path_list: str) -> List[str]:
 
 
 def _coerce_override(override) -> str:
+    if type(override) is str:  # the common case first: the PathLike check is slow the first time
+        return override
     if isinstance(override, os.PathLike):
         override = os.fspath(override)
     if isinstance(override, bytes):
