@@ -4,12 +4,14 @@ dlopen without opening anything, by following the linker's own search order:
 1. a name the linker has already loaded (its path or soname) is found without a search;
 2. a name with a slash is a path;
 3. DT_RPATH of the library (only when it has no DT_RUNPATH), ``$ORIGIN`` expanded;
-4. ``LD_LIBRARY_PATH`` (not in a secure-execution process);
+4. ``LD_LIBRARY_PATH`` as the process started with it (not in a secure-execution process),
+   split on ``:`` and ``;``, ``$ORIGIN`` being the program's directory;
 5. DT_RUNPATH, ``$ORIGIN`` expanded;
 6. ``/etc/ld.so.cache``;
 7. the default directories.
 
-The linker opens the first file of that name it reaches. When that is not a regular file (a
+In each list an empty element is the current directory. The linker opens the first file of that
+name it reaches. When that is not a regular file (a
 FIFO, socket, device or directory) it would block on it or read it, so the backend is refused
 (``missing-dependency``, naming the library and what kind of file is there). Only ``stat`` is
 used: the loader never opens a non-regular file. DT_AUXILIARY and DT_FILTER names, which the
@@ -88,11 +90,32 @@ def _default_dirs(elf_class: int) -> Tuple[str, ...]:
     return tuple(dirs)
 
 
-def _expand(paths: Optional[str], origin: str) -> List[str]:
+def _expand(paths: Optional[str], origin: str, separators: str = ":") -> List[str]:
+    """The directories of a search list as the dynamic linker reads it: split on each of
+    ``separators``, ``$ORIGIN`` replaced by ``origin``, and an empty element standing for the
+    current directory (the linker then opens the bare name, relative to it)."""
     if not paths:
         return []
-    return [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin)
-            for p in paths.split(":") if p]
+    for separator in separators[1:]:
+        paths = paths.replace(separator, separators[0])
+    return [p.replace("$ORIGIN", origin).replace("${ORIGIN}", origin) if p else _current_directory()
+            for p in paths.split(separators[0])]
+
+
+def _current_directory() -> str:
+    try:
+        return os.getcwd()
+    except OSError:  # removed: the bare name is still looked for relative to it
+        return ""
+
+
+@functools.lru_cache(maxsize=None)
+def _program_origin() -> str:
+    """$ORIGIN of LD_LIBRARY_PATH: the directory of the program, as the linker resolved it."""
+    try:
+        return os.path.dirname(os.readlink("/proc/self/exe"))
+    except OSError:
+        return os.path.dirname(os.path.realpath(sys.executable))
 
 
 _KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
@@ -144,7 +167,7 @@ def check_dependencies(path: str, secure: bool = False, dependencies=None):
         return [], []
     origin = os.path.dirname(path)
     search = (([] if runpath else _expand(rpath, origin))
-              + ([] if secure else _expand(_startup_library_path(), origin))
+              + ([] if secure else _expand(_startup_library_path(), _program_origin(), ":;"))
               + _expand(runpath, origin))
     default_dirs = _default_dirs(2 if sys.maxsize > 2**32 else 1)
     missing, unsafe = [], []

@@ -153,6 +153,28 @@ def test_the_start_up_environment_is_read_whole_however_large():
 
 
 @needs_cc
+@pytest.mark.parametrize("library_path", [":/nonexistent", "/nonexistent;{trap}"])
+def test_ld_library_path_is_split_and_read_as_the_linker_reads_it(tmp_path, library_path):
+    # The dynamic linker splits LD_LIBRARY_PATH on ':' and ';', and an empty element is the
+    # current directory. A FIFO reached that way, before the regular library the backend's
+    # run path holds, would block dlopen: the backend is refused instead.
+    scan_dir = _backend_needing(tmp_path, "-Wl,-soname,libdep.so")
+    _cc(tmp_path, "scan/Acme_FifoDep_backend.so", BACKEND, f"-L{tmp_path}", "-Wl,--no-as-needed",
+        "-ldep", f"-Wl,-rpath,{tmp_path}", "-Wl,--enable-new-dtags")
+    trap = tmp_path / "trap"
+    trap.mkdir()
+    _plant("fifo", trap / "libdep.so")
+    env = dict(os.environ, LD_LIBRARY_PATH=library_path.format(trap=trap))
+    result = subprocess.run([sys.executable, "-m", "loader", "scan", "--json", "--path",
+                             str(scan_dir)], capture_output=True, text=True, timeout=60,
+                            cwd=str(trap), env=env)
+    assert result.returncode == 0, result.stderr[-2000:]
+    [entry] = json.loads(result.stdout)["entries"]
+    assert entry["reason"] == "missing-dependency", entry
+    assert f"{trap}/libdep.so" in entry["detail"] and "a FIFO" in entry["detail"], entry
+
+
+@needs_cc
 def test_a_regular_needed_library_after_the_search_path_is_still_found(tmp_path):
     scan_dir = _backend_needing(tmp_path, "-Wl,-soname,libdep.so")
     _cc(tmp_path, "scan/Acme_FifoDep_backend.so", BACKEND, f"-L{tmp_path}", "-Wl,--no-as-needed",
