@@ -166,8 +166,10 @@ def check_dependencies(path: str, secure: bool = False, dependencies=None):
     if not unresolved:
         return [], []
     origin = os.path.dirname(path)
+    library_path = None if secure else _startup_library_path()
+    program_origin = _program_origin() if library_path and "ORIGIN" in library_path else ""
     search = (([] if runpath else _expand(rpath, origin))
-              + ([] if secure else _expand(_startup_library_path(), _program_origin(), ":;"))
+              + _expand(library_path, program_origin, ":;")
               + _expand(runpath, origin))
     default_dirs = _default_dirs(2 if sys.maxsize > 2**32 else 1)
     missing, unsafe = [], []
