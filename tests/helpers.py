@@ -2,6 +2,8 @@
 import os
 import shutil
 
+import numpy as np
+
 import loader
 import mock_backends
 import reference_backend
@@ -47,3 +49,8 @@ def mapped(path):
     """Whether ``path`` is mapped into this process."""
     with open("/proc/self/maps") as f:
         return any(line.rstrip("\n").endswith(" " + path) for line in f)
+
+
+def rand(rng, *shape):
+    """Standard-normal float32 data of ``shape`` from the NumPy generator ``rng``."""
+    return rng.standard_normal(shape).astype(np.float32)

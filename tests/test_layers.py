@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 import loader
+from helpers import rand
 from conformance import reference as ref
 
 RTOL, ATOL = 1e-4, 1e-5
@@ -14,9 +15,6 @@ def backend():
     with loader.Runtime() as runtime:
         return runtime.create_backend("CpuRef")
 
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 @pytest.fixture

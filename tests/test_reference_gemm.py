@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import loader
+from helpers import rand
 from conformance import reference as ref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -25,9 +26,6 @@ def backend():
     with loader.Runtime() as runtime:
         return runtime.create_backend("CpuRef")
 
-
-def rand(rng, *shape):
-    return rng.standard_normal(shape).astype(np.float32)
 
 
 def check_fc(y, x, w, bias, transpose):
