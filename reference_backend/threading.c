@@ -9,11 +9,13 @@
  * A kernel that finds the pool busy (another thread's job) runs its blocks itself; results never
  * depend on how many blocks ran on which thread. A worker that runs out of blocks polls for the
  * next job for RK_SPIN_NS (0.5 ms) before it sleeps, and so does a job owner waiting for a
- * worker's last block.
+ * worker's last block. The job's threads are kept on distinct CPUs where the process may use
+ * enough of them (see "placement").
  */
 #include "kernels_internal.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <time.h>
@@ -25,6 +27,11 @@ static int g_threads = 1;
 static void init_once(void)
 {
     long ncpu = sysconf(_SC_NPROCESSORS_ONLN);
+    /* A process confined to some CPUs (taskset, a container's cpuset) gets no more threads
+       than it may run at once: extra threads would only take turns on the same CPUs. */
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) == 0 && CPU_COUNT(&allowed) < ncpu)
+        ncpu = CPU_COUNT(&allowed);
     int t = ncpu < 1 ? 1 : (ncpu > 8 ? 8 : (int)ncpu);
     const char *env = getenv("REFERENCE_BACKEND_THREADS");
     if (env && *env) {
@@ -39,8 +46,9 @@ static void init_once(void)
 
 /*
  * rk_thread_count: number of threads the heavy kernels may use (the caller and the pool's
- * workers). Output: >= 1 (online CPUs capped at 8, or REFERENCE_BACKEND_THREADS, itself
- * capped at 64). Read once; later changes of the environment are not seen.
+ * workers). Output: >= 1 (the CPUs the process may run on, capped at 8, or
+ * REFERENCE_BACKEND_THREADS, itself capped at 64). Read once; later changes of the environment
+ * or of the affinity are not seen.
  */
 int rk_thread_count(void)
 {
@@ -67,6 +75,16 @@ static struct {
     atomic_int running;
     /* bumped (under mu) whenever a job is posted or stop is set: idle workers spin on it */
     atomic_uint posted;
+    /* CPUs the current job's participants run on: the owner's first, then each worker's as it
+       joins */
+    int cpus[RK_MAX_THREADS];
+    int ncpus;
+    /* per worker: between jobs (spinning or asleep); the CPU it spins on, -1 asleep (written by
+       the worker without mu); affinity narrowed by a job owner, and the mask to restore */
+    int between_jobs[RK_MAX_THREADS];
+    atomic_int where[RK_MAX_THREADS];
+    int narrowed[RK_MAX_THREADS];
+    cpu_set_t affinity[RK_MAX_THREADS];
 } g_pool = {
     .job = PTHREAD_MUTEX_INITIALIZER,
     .mu = PTHREAD_MUTEX_INITIALIZER,
@@ -83,11 +101,13 @@ int64_t rk_now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Polls `*word != seen` for up to RK_SPIN_NS; 1 if it changed. */
-static int spin_while_equal(atomic_uint *word, unsigned seen)
+/* Polls `*word != seen` for up to RK_SPIN_NS, publishing the CPU it spins on in `*where`; 1 if
+   the word changed. */
+static int spin_while_equal(atomic_uint *word, unsigned seen, atomic_int *where)
 {
     const int64_t start = rk_now_ns();
     for (;;) {
+        atomic_store_explicit(where, sched_getcpu(), memory_order_relaxed);
         for (int i = 0; i < 64; i++) {
             if (atomic_load_explicit(word, memory_order_acquire) != seen)
                 return 1;
@@ -115,6 +135,92 @@ static void run_claimed_blocks(void)
     }
 }
 
+/* ---- placement ------------------------------------------------------------------------------ */
+
+/*
+ * The scheduler does not always spread a job's threads. On a virtual machine a worker woken while
+ * its caller ran was seen to be placed on the caller's CPU and left there for whole jobs while
+ * the other CPU idled, the two threads taking turns: FullyConnected at the single-thread time.
+ * (An idle virtual CPU that the host has descheduled does not count as available to the guest's
+ * wake-up placement.) So the pool places the threads of a job itself, without changing which
+ * blocks run where:
+ *  - the job owner steers each idle worker that sleeps, or spins on the owner's CPU, away from
+ *    that CPU by narrowing its affinity to the other CPUs it may use (the kernel moves a queued
+ *    thread at once, and wakes a sleeping one elsewhere);
+ *  - a worker joining the job restores the affinity it had, and if it still shares a CPU with
+ *    another participant (two workers met, or it had moved since it last said where it was),
+ *    moves itself to a free one the same way.
+ * No narrowing outlives the job it was made for. Nothing moves when no allowed CPU is free, a CPU
+ * is unknown or the affinity calls fail.
+ */
+
+/* Narrows the affinity of the idle workers that sleep or spin on `cpu` to exclude it (mu held).
+   A worker still narrowed is narrowed again from its own mask. */
+static void steer_idle_workers(int cpu)
+{
+    if (cpu < 0 || cpu >= CPU_SETSIZE)
+        return;
+    for (int i = 0; i < g_pool.nworkers; i++) {
+        const int at = atomic_load_explicit(&g_pool.where[i], memory_order_relaxed);
+        if (!g_pool.between_jobs[i] || (at != -1 && at != cpu))
+            continue;
+        cpu_set_t *mine = &g_pool.affinity[i];
+        if (!g_pool.narrowed[i] &&
+            (pthread_getaffinity_np(g_pool.tid[i], sizeof *mine, mine) != 0 || !CPU_ISSET(cpu, mine)))
+            continue;
+        cpu_set_t others = *mine;
+        CPU_CLR(cpu, &others);
+        if (CPU_COUNT(&others) > 0 && pthread_setaffinity_np(g_pool.tid[i], sizeof others, &others) == 0)
+            g_pool.narrowed[i] = 1;
+    }
+}
+
+/* Gives worker `id` back the affinity it had before an owner narrowed it (mu held, released
+   around the call; the worker is not idle meanwhile, so no owner narrows it again). */
+static void restore_affinity(int id)
+{
+    if (!g_pool.narrowed[id])
+        return;
+    const int between = g_pool.between_jobs[id];
+    cpu_set_t mine = g_pool.affinity[id];
+    g_pool.narrowed[id] = g_pool.between_jobs[id] = 0;
+    pthread_mutex_unlock(&g_pool.mu);
+    pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+    pthread_mutex_lock(&g_pool.mu);
+    g_pool.between_jobs[id] = between;
+}
+
+/* Worker `id` joins the current job (mu held, released around system calls): its own affinity
+   back, off any CPU another participant uses, its CPU recorded among theirs. */
+static void join_job(int id)
+{
+    restore_affinity(id);
+    int cpu = sched_getcpu(), shared = 0;
+    for (int i = 0; i < g_pool.ncpus; i++)
+        shared |= cpu >= 0 && g_pool.cpus[i] == cpu;
+    if (shared) {
+        int taken[RK_MAX_THREADS], ntaken = g_pool.ncpus;
+        memcpy(taken, g_pool.cpus, sizeof(int) * (size_t)ntaken);
+        pthread_mutex_unlock(&g_pool.mu);
+        cpu_set_t mine, free_cpus;
+        if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
+            free_cpus = mine;
+            for (int i = 0; i < ntaken; i++)
+                if (taken[i] >= 0 && taken[i] < CPU_SETSIZE)
+                    CPU_CLR(taken[i], &free_cpus);
+            /* the kernel moves a thread whose CPU leaves its affinity before the call returns */
+            if (CPU_COUNT(&free_cpus) > 0 &&
+                pthread_setaffinity_np(pthread_self(), sizeof free_cpus, &free_cpus) == 0) {
+                cpu = sched_getcpu();
+                pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+            }
+        }
+        pthread_mutex_lock(&g_pool.mu);
+    }
+    if (g_pool.ncpus < RK_MAX_THREADS)
+        g_pool.cpus[g_pool.ncpus++] = cpu;
+}
+
 /*
  * A worker that runs out of blocks keeps polling for the next job for RK_SPIN_NS before it
  * sleeps on the condition variable: waking a sleeping thread costs from tens of microseconds
@@ -122,21 +228,31 @@ static void run_claimed_blocks(void)
  * thread waits for its turn), while a kernel called again soon (the next layer, the next
  * inference) finds a spinning worker already running on its core.
  */
-static void *worker_main(void *unused)
+static void *worker_main(void *arg)
 {
-    (void)unused;
+    const int id = (int)(intptr_t)arg;
     pthread_mutex_lock(&g_pool.mu);
     for (;;) {
+        g_pool.between_jobs[id] = 1;
         if (!g_pool.stop && g_pool.next >= g_pool.nblocks) {
             const unsigned seen = atomic_load(&g_pool.posted);
             pthread_mutex_unlock(&g_pool.mu);
-            spin_while_equal(&g_pool.posted, seen);
+            spin_while_equal(&g_pool.posted, seen, &g_pool.where[id]);
             pthread_mutex_lock(&g_pool.mu);
         }
-        while (!g_pool.stop && g_pool.next >= g_pool.nblocks)
+        while (!g_pool.stop && g_pool.next >= g_pool.nblocks) {
+            if (g_pool.narrowed[id]) {
+                /* narrowed for a job whose blocks were all taken; mu was released: look again */
+                restore_affinity(id);
+                continue;
+            }
+            atomic_store(&g_pool.where[id], -1);
             pthread_cond_wait(&g_pool.work, &g_pool.mu);
+        }
+        g_pool.between_jobs[id] = 0;
         if (g_pool.stop)
             break;
+        join_job(id);
         run_claimed_blocks();
     }
     pthread_mutex_unlock(&g_pool.mu);
@@ -156,7 +272,10 @@ static void ensure_workers(int want)
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     while (g_pool.nworkers < want) {
-        if (pthread_create(&g_pool.tid[g_pool.nworkers], NULL, worker_main, NULL) != 0)
+        const int id = g_pool.nworkers;
+        g_pool.between_jobs[id] = g_pool.narrowed[id] = 0;
+        atomic_store(&g_pool.where[id], -1);
+        if (pthread_create(&g_pool.tid[id], NULL, worker_main, (void *)(intptr_t)id) != 0)
             break;
         g_pool.nworkers++;
     }
@@ -229,6 +348,9 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
     g_pool.stride = stride;
     g_pool.nblocks = n;
     g_pool.next = 1; /* block 0 is the caller's */
+    g_pool.cpus[0] = sched_getcpu();
+    g_pool.ncpus = 1;
+    steer_idle_workers(g_pool.cpus[0]);
     atomic_store(&g_pool.running, 0);
     atomic_fetch_add(&g_pool.posted, 1);
     if (n - 1 < g_pool.nworkers)
@@ -237,7 +359,6 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
     else
         pthread_cond_broadcast(&g_pool.work);
     pthread_mutex_unlock(&g_pool.mu);
-
     fn(base);
 
     pthread_mutex_lock(&g_pool.mu);

@@ -393,3 +393,86 @@ def test_the_kernel_thread_pool_survives_fork(backend_dir):
     result = subprocess.run([sys.executable, "-c", POOL_FORK, str(backend_dir)],
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+POOL_AFFINITY = r"""
+import os, sys
+import numpy as np
+allowed = sorted(os.sched_getaffinity(0))
+os.sched_setaffinity(0, set(allowed[:int(sys.argv[2])]))   # before the library reads it
+import loader
+rng = np.random.default_rng(2)
+x = rng.standard_normal((256, 1024), dtype=np.float32)
+w = rng.standard_normal((1024, 1024), dtype=np.float32)   # 0.5 GFLOP: every allowed CPU is worth a thread
+before = set(os.listdir("/proc/self/task"))
+runtime = loader.Runtime(dynamic_backends_path=sys.argv[1])
+[y] = runtime.create_backend("CpuRef").execute("FullyConnected", [x, w])
+assert np.allclose(y, x @ w.T, rtol=1e-3, atol=1e-2)
+print(len(set(os.listdir("/proc/self/task")) - before))
+"""
+
+
+@pytest.mark.parametrize("cpus", [1, 2])
+def test_the_kernels_use_as_many_threads_as_the_process_has_cpus(backend_dir, cpus):
+    """A process confined to some CPUs (taskset, a container's cpuset) gets one thread per CPU
+    it may use, the caller included: no pool worker at all when it has a single CPU."""
+    if len(os.sched_getaffinity(0)) < cpus:
+        pytest.skip(f"needs {cpus} CPUs")
+    install_reference(backend_dir)
+    env = {k: v for k, v in os.environ.items() if k != "REFERENCE_BACKEND_THREADS"}
+    result = subprocess.run([sys.executable, "-c", POOL_AFFINITY, str(backend_dir), str(cpus)],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == cpus - 1
+
+
+POOL_PLACEMENT = r"""
+import os, sys, time
+import numpy as np
+import loader
+rng = np.random.default_rng(3)
+x = rng.standard_normal((256, 1024), dtype=np.float32)
+w = rng.standard_normal((1024, 1024), dtype=np.float32)
+expected = x @ w.T
+first, second = sorted(os.sched_getaffinity(0))[:2]
+before = set(os.listdir("/proc/self/task"))
+backend = loader.Runtime(dynamic_backends_path=sys.argv[1]).create_backend("CpuRef")
+backend.execute("FullyConnected", [x, w])
+[worker] = [int(t) for t in set(os.listdir("/proc/self/task")) - before]
+def cpu_of(tid):
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[36])
+def settled(tid, mask):
+    # A worker woken late (a virtual CPU the host runs late) may find every block taken; it
+    # restores its affinity when it does run.
+    deadline = time.monotonic() + 2
+    while os.sched_getaffinity(tid) != mask and time.monotonic() < deadline:
+        time.sleep(0.001)
+    return os.sched_getaffinity(tid)
+os.sched_setaffinity(0, {first})                    # the caller stays on the first CPU
+moved = 0
+for _ in range(int(sys.argv[2])):
+    os.sched_setaffinity(worker, {first})           # the worker is made to share it...
+    backend.execute("FullyConnected", [x, w])
+    assert cpu_of(worker) == first
+    os.sched_setaffinity(worker, {first, second})   # ...then is free to go, but is not moved
+    [y] = backend.execute("FullyConnected", [x, w])
+    assert np.allclose(y, expected, rtol=1e-3, atol=1e-2)
+    assert settled(worker, {first, second}) == {first, second}
+    moved += cpu_of(worker) == second
+print(moved)
+"""
+
+
+def test_a_worker_on_its_callers_cpu_moves_to_a_free_one(backend_dir):
+    """The scheduler may wake a worker on the CPU its caller runs on and leave both there, each
+    running half the time. A worker joining a job on a taken CPU moves itself to a free one,
+    and its affinity is as it was afterwards."""
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs 2 CPUs")
+    install_reference(backend_dir)
+    env = dict(os.environ, REFERENCE_BACKEND_THREADS="2")
+    result = subprocess.run([sys.executable, "-c", POOL_PLACEMENT, str(backend_dir), "20"],
+                            capture_output=True, text=True, timeout=120, env=env)
+    assert result.returncode == 0, result.stderr
+    assert int(result.stdout) == 20
