@@ -526,7 +526,7 @@ typedef struct gemm_shared {
     atomic_llong next, done;
     pthread_mutex_t mu;
     pthread_cond_t cv;
-    int waiters;        /* protected by mu */
+    atomic_int waiters; /* threads sleeping on cv, or about to (changed under mu) */
 } gemm_shared;
 
 typedef struct gemm_worker {
@@ -561,23 +561,26 @@ static void wait_done(gemm_shared *sh, int64_t need)
         }
     }
     pthread_mutex_lock(&sh->mu);
-    sh->waiters++;
+    atomic_fetch_add(&sh->waiters, 1);
     while (atomic_load(&sh->done) < need)
         pthread_cond_wait(&sh->cv, &sh->mu);
-    sh->waiters--;
+    atomic_fetch_sub(&sh->waiters, 1);
     pthread_mutex_unlock(&sh->mu);
 }
 
+/* Counts an item done and wakes the waiters, if any. Lock-free when nobody waits: both sides use
+   sequentially consistent operations (a waiter announces itself, then reads done; this adds to
+   done, then reads waiters), so either the waiter sees the new count or this sees the waiter,
+   and then takes mu, which the waiter holds until it sleeps on cv. (A mutex per item made the
+   threads sleep on it, and a thread that sleeps is placed again by the scheduler when it
+   wakes, possibly on the other thread's CPU.) */
 static void mark_done(gemm_shared *sh)
 {
-    if (sh->single) {
-        atomic_fetch_add(&sh->done, 1);
-        return;
-    }
-    pthread_mutex_lock(&sh->mu);
     atomic_fetch_add(&sh->done, 1);
-    if (sh->waiters)
-        pthread_cond_broadcast(&sh->cv);
+    if (sh->single || atomic_load(&sh->waiters) == 0)
+        return;
+    pthread_mutex_lock(&sh->mu);
+    pthread_cond_broadcast(&sh->cv);
     pthread_mutex_unlock(&sh->mu);
 }
 
@@ -761,11 +764,13 @@ static void *gemm_worker_run(void *arg)
 /*
  * Splits P micro-panels of rows into blocks of at most max_p; writes the block starts and P to
  * start[0..n] when start is not NULL, returns n. One thread: n = ceil(P / max_p) blocks as even
- * as possible. Several threads: guided, each block takes 1/(2 nt) of the panels still left
- * (at most max_p, at least RK_MIN_BLOCK_PANELS): tall blocks first, where a B micro-panel in L1
+ * as possible. Several threads: guided, each block takes 1/nt of the panels still left (at
+ * most max_p, at least RK_MIN_BLOCK_PANELS): tall blocks first, where a B micro-panel in L1
  * serves many A panels, then shorter ones, so that when the threads run out of work they do so
- * within a short block of each other (for 512 rows of 14-row panels and two threads: 10, 7, 5,
- * 4, 3, 2, 2, 2, 2 panels).
+ * within a short block of each other (for 512 rows of 14-row panels and two threads: 19, 9, 5,
+ * 2, 2 panels; the units then split the columns, see rk_gemm_run). Every block streams all of
+ * the packed B through the cache once more: taking 1/(2 nt) instead (nine blocks here) was
+ * 3-4% slower on two threads (bench_gemm.py, 512 x 1024 x 1024 and other shapes).
  */
 #define RK_MIN_BLOCK_PANELS 2
 static int64_t row_blocks(int64_t P, int64_t max_p, int nt, int64_t *start)
@@ -777,7 +782,7 @@ static int64_t row_blocks(int64_t P, int64_t max_p, int nt, int64_t *start)
             start[i] = i * P / n;
     } else {
         for (int64_t r = 0; r < P; n++) {
-            int64_t size = max_i64(RK_MIN_BLOCK_PANELS, ceil_div(P - r, 2 * (int64_t)nt));
+            int64_t size = max_i64(RK_MIN_BLOCK_PANELS, ceil_div(P - r, (int64_t)nt));
             if (start)
                 start[n] = r;
             r += min_i64(min_i64(size, max_p), P - r);
@@ -884,6 +889,7 @@ int rk_gemm_run(const gemm_op *op)
     sh.row_start = row_start;
     atomic_init(&sh.next, 0);
     atomic_init(&sh.done, 0);
+    atomic_init(&sh.waiters, 0);
 
     gemm_worker workers[RK_MAX_THREADS];
     for (int i = 0; i < nt; i++) {

@@ -147,10 +147,12 @@ static void run_claimed_blocks(void)
  *  - the job owner steers each idle worker that sleeps, or spins on the owner's CPU, away from
  *    that CPU by narrowing its affinity to the other CPUs it may use (the kernel moves a queued
  *    thread at once, and wakes a sleeping one elsewhere);
- *  - a worker joining the job restores the affinity it had, and if it still shares a CPU with
- *    another participant (two workers met, or it had moved since it last said where it was),
- *    moves itself to a free one the same way.
- * No narrowing outlives the job it was made for. Nothing moves when no allowed CPU is free, a CPU
+ *  - a worker joining the job that still shares a CPU with another participant (two workers
+ *    met, or it had moved since it last said where it was) moves itself to a free one the same
+ *    way.
+ * A narrowed worker keeps its narrowed affinity until it leaves the job, since a thread that
+ * sleeps during the job (on a lock, or waiting for other blocks) is placed again when it wakes;
+ * then it restores the mask it had. No narrowing outlives the job it was made for. Nothing moves when no allowed CPU is free, a CPU
  * is unknown or the affinity calls fail.
  */
 
@@ -176,7 +178,7 @@ static void steer_idle_workers(int cpu)
 }
 
 /* Gives worker `id` back the affinity it had before an owner narrowed it (mu held, released
-   around the call; the worker is not idle meanwhile, so no owner narrows it again). */
+   around the call; the worker counts as busy meanwhile, so no owner narrows it again). */
 static void restore_affinity(int id)
 {
     if (!g_pool.narrowed[id])
@@ -190,11 +192,10 @@ static void restore_affinity(int id)
     g_pool.between_jobs[id] = between;
 }
 
-/* Worker `id` joins the current job (mu held, released around system calls): its own affinity
-   back, off any CPU another participant uses, its CPU recorded among theirs. */
-static void join_job(int id)
+/* A worker joins the current job (mu held, released around system calls): off any CPU
+   another participant uses, its CPU recorded among theirs. */
+static void join_job(void)
 {
-    restore_affinity(id);
     int cpu = sched_getcpu(), shared = 0;
     for (int i = 0; i < g_pool.ncpus; i++)
         shared |= cpu >= 0 && g_pool.cpus[i] == cpu;
@@ -252,8 +253,9 @@ static void *worker_main(void *arg)
         g_pool.between_jobs[id] = 0;
         if (g_pool.stop)
             break;
-        join_job(id);
+        join_job();
         run_claimed_blocks();
+        restore_affinity(id);
     }
     pthread_mutex_unlock(&g_pool.mu);
     return NULL; /* plain return: no unwinding, nothing that needs the loader's lock */
