@@ -463,24 +463,6 @@ static int64_t only_reader(const BackendSubgraph *g, uint32_t tensor)
     return reader;
 }
 
-/* Whether `tensor` is read by a layer not in `members` or is a sub-graph output. */
-static int read_outside(const BackendSubgraph *g, uint32_t tensor, const int64_t *members, int count)
-{
-    if (is_subgraph_output(g, tensor))
-        return 1;
-    for (uint32_t i = 0; i < g->num_layers; i++) {
-        int member = 0;
-        for (int m = 0; m < count; m++)
-            member |= members[m] == (int64_t)i;
-        if (member)
-            continue;
-        for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
-            if (g->layers[i]->input_tensors[j] == tensor)
-                return 1;
-    }
-    return 0;
-}
-
 /* Makes `tensor` operand `which` of `k`: a constant, or a (deduplicated) boundary input. */
 static void bind_operand(FusedKernel *k, int which, const BackendSubgraph *g, uint32_t tensor,
                          uint32_t *inputs)
@@ -916,7 +898,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
     for (uint32_t i = 0; i < n; i++) {
         const BackendSubgraphLayer *l = g->layers[i];
         BackendLayerType type = l->description->layer_type;
-        uint32_t fin[4], fout = 0, flast = i;
+        uint32_t fin[4] = { 0 }, fout = 0, flast = i;
         FusedKernel *k = NULL;
         if (group[i] != mine || taken[i])
             continue;
