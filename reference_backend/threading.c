@@ -152,8 +152,8 @@ static void run_claimed_blocks(void)
  *    way.
  * A narrowed worker keeps its narrowed affinity until it leaves the job, since a thread that
  * sleeps during the job (on a lock, or waiting for other blocks) is placed again when it wakes;
- * then it restores the mask it had. No narrowing outlives the job it was made for. Nothing moves when no allowed CPU is free, a CPU
- * is unknown or the affinity calls fail.
+ * then it restores the mask it had. No narrowing outlives the job it was made for. Nothing
+ * moves when no allowed CPU is free, a CPU is unknown or the affinity calls fail.
  */
 
 /* Narrows the affinity of the idle workers that sleep or spin on `cpu` to exclude it (mu held).
@@ -168,11 +168,13 @@ static void steer_idle_workers(int cpu)
             continue;
         cpu_set_t *mine = &g_pool.affinity[i];
         if (!g_pool.narrowed[i] &&
-            (pthread_getaffinity_np(g_pool.tid[i], sizeof *mine, mine) != 0 || !CPU_ISSET(cpu, mine)))
+            (pthread_getaffinity_np(g_pool.tid[i], sizeof *mine, mine) != 0 ||
+             !CPU_ISSET(cpu, mine)))
             continue;
         cpu_set_t others = *mine;
         CPU_CLR(cpu, &others);
-        if (CPU_COUNT(&others) > 0 && pthread_setaffinity_np(g_pool.tid[i], sizeof others, &others) == 0)
+        if (CPU_COUNT(&others) > 0 &&
+            pthread_setaffinity_np(g_pool.tid[i], sizeof others, &others) == 0)
             g_pool.narrowed[i] = 1;
     }
 }
