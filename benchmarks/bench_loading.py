@@ -13,7 +13,8 @@ Then deferred start-up: 200 installed backends, each needing its own library who
 spins for about 1 ms (as real drivers take time to load), one of them used: the time from
 nothing to a usable backend (Runtime + create_backend) with eager loading, with deferred loading
 (warm backend cache), and the floor of stat-ing the 200 files plus one dlopen
-(floors/stat_dlopen_floor.c). Goals: deferred >= 10x faster than eager, <= 1.5x the floor.
+(floors/stat_dlopen_floor.c), in a bare C process and, like P2's, inside a Python process that
+imported the loader. Goals: deferred >= 10x faster than eager, <= 1.5x the floor.
 
     python benchmarks/bench_loading.py --only p2|deferred
 """
@@ -56,6 +57,16 @@ elapsed = floor.load_all(paths, len(sys.argv) - 2, ctypes.byref(loaded))
 print(loaded.value, elapsed)
 """
 
+INPROCESS_STAT_FLOOR = """
+import ctypes, sys, loader  # the same libraries as the loader's process
+floor = ctypes.CDLL(sys.argv[1])
+floor.stat_and_load.restype = ctypes.c_int64
+files = (ctypes.c_char_p * (len(sys.argv) - 3))(*[p.encode() for p in sys.argv[3:]])
+ok = ctypes.c_int()
+elapsed = floor.stat_and_load(sys.argv[2].encode(), files, len(sys.argv) - 3, ctypes.byref(ok))
+print(ok.value, elapsed)
+"""
+
 CTYPES = """
 import ctypes, sys, time
 started = time.perf_counter_ns(); ok = 0
@@ -94,13 +105,13 @@ def measure(floor, inprocess, directory, paths, repeats):
     return {k: statistics.median(v) / len(paths) if v else None for k, v in samples.items()}
 
 
-def build_inprocess_floor(directory):
+def build_inprocess_floor(directory, name="dlopen_inprocess", *flags):
     import loader
     cc = shutil.which("cc") or shutil.which("gcc")
-    library = os.path.join(directory, "dlopen_inprocess.so")
-    subprocess.run([cc, "-O2", "-shared", "-fPIC", "-I", loader.get_include(),
+    library = os.path.join(directory, name + ".so")
+    subprocess.run([cc, "-O2", "-shared", "-fPIC", *flags, "-I", loader.get_include(),
                     os.path.join(os.path.dirname(os.path.abspath(__file__)), "floors",
-                                 "dlopen_inprocess.c"), "-o", library, "-ldl"], check=True)
+                                 name + ".c"), "-o", library, "-ldl"], check=True)
     return library
 
 
@@ -111,6 +122,7 @@ def deferred_start_up(work, repeats, count=200):
     used = count // 2
     used_id = f"Bench{used:08d}"
     floor = build_floor("stat_dlopen_floor", work)
+    inprocess = build_inprocess_floor(work, "stat_dlopen_floor", "-DFLOOR_LIBRARY")
     env = dict(os.environ, XDG_CACHE_HOME=os.path.join(work, "cache"))
     env.pop("DYNAMIC_BACKEND_LOAD", None)
 
@@ -122,20 +134,27 @@ def deferred_start_up(work, repeats, count=200):
         return int(nanoseconds) / 1e9
 
     first_use("deferred")  # fills the backend cache
-    samples = {"eager": [], "deferred": [], "floor": []}
+    samples = {"eager": [], "deferred": [], "floor": [], "inprocess": []}
     for _ in range(repeats):  # interleaved rounds
         samples["eager"].append(first_use("eager"))
         samples["deferred"].append(first_use("deferred"))
         ok, seconds = run_floor(floor, [paths[used], *paths])
         assert ok == 1
         samples["floor"].append(seconds)
-    eager, lazy, bound = (statistics.median(samples[k]) for k in ("eager", "deferred", "floor"))
+        ok, seconds = timed([sys.executable, "-c", INPROCESS_STAT_FLOOR, inprocess, paths[used],
+                             *paths])
+        assert ok == 1
+        samples["inprocess"].append(seconds)
+    eager, lazy, bound, inside = (statistics.median(samples[k])
+                                  for k in ("eager", "deferred", "floor", "inprocess"))
     print(f"\nDeferred start-up: {count} installed backends (each needing a library whose "
           f"constructor takes ~1 ms), one used; median of {repeats}")
     print(f"   eager    {eager * 1e3:9.2f} ms")
     print(f"   deferred {lazy * 1e3:9.2f} ms   eager/deferred {eager / lazy:6.1f}x  (goal >= 10x)")
     print(f"   floor    {bound * 1e3:9.2f} ms   deferred/floor {lazy / bound:6.2f}x  "
-          f"(goal <= 1.5x; stat of {count} files + one dlopen)")
+          f"(goal <= 1.5x; stat of {count} files + one dlopen, bare C process)")
+    print(f"   in-python-floor {inside * 1e3:5.2f} ms   deferred/in-python-floor "
+          f"{lazy / inside:6.2f}x  (the same, inside a Python process that imported the loader)")
 
 
 def compile_bytecode():
