@@ -150,10 +150,10 @@ static void run_claimed_blocks(void)
  *  - a worker joining the job that still shares a CPU with another participant (two workers
  *    met, or it had moved since it last said where it was) moves itself to a free one the same
  *    way.
- * A narrowed worker keeps its narrowed affinity until it leaves the job, since a thread that
- * sleeps during the job (on a lock, or waiting for other blocks) is placed again when it wakes;
- * then it restores the mask it had. No narrowing outlives the job it was made for. Nothing
- * moves when no allowed CPU is free, a CPU is unknown or the affinity calls fail.
+ * A narrowed or moved worker keeps its narrowed affinity until it leaves the job, since a
+ * thread that sleeps during the job (on a lock, or waiting for other blocks) is placed again
+ * when it wakes; then it restores the mask it had. No narrowing outlives the job it was made
+ * for. Nothing moves when no allowed CPU is free, a CPU is unknown or the affinity calls fail.
  */
 
 /* Narrows the affinity of the idle workers that sleep or spin on `cpu` to exclude it (mu held).
@@ -194,9 +194,11 @@ static void restore_affinity(int id)
     g_pool.between_jobs[id] = between;
 }
 
-/* A worker joins the current job (mu held, released around system calls): off any CPU
-   another participant uses, its CPU recorded among theirs. */
-static void join_job(void)
+/* Worker `id` joins the current job (mu held, released around system calls): off any CPU
+   another participant uses, its CPU recorded among theirs. A move counts as a narrowing: it
+   lasts until the worker leaves the job. The free CPUs are taken from the worker's own mask,
+   not from a narrowing made for this job or an earlier one. */
+static void join_job(int id)
 {
     int cpu = sched_getcpu(), shared = 0;
     for (int i = 0; i < g_pool.ncpus; i++)
@@ -204,10 +206,12 @@ static void join_job(void)
     if (shared) {
         int taken[RK_MAX_THREADS], ntaken = g_pool.ncpus;
         memcpy(taken, g_pool.cpus, sizeof(int) * (size_t)ntaken);
-        pthread_mutex_unlock(&g_pool.mu);
-        cpu_set_t mine, free_cpus;
-        if (pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
-            free_cpus = mine;
+        const int narrowed = g_pool.narrowed[id];
+        cpu_set_t mine = g_pool.affinity[id];
+        pthread_mutex_unlock(&g_pool.mu); /* not between jobs: no owner narrows it meanwhile */
+        int moved = 0;
+        if (narrowed || pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
+            cpu_set_t free_cpus = mine;
             for (int i = 0; i < ntaken; i++)
                 if (taken[i] >= 0 && taken[i] < CPU_SETSIZE)
                     CPU_CLR(taken[i], &free_cpus);
@@ -215,10 +219,14 @@ static void join_job(void)
             if (CPU_COUNT(&free_cpus) > 0 &&
                 pthread_setaffinity_np(pthread_self(), sizeof free_cpus, &free_cpus) == 0) {
                 cpu = sched_getcpu();
-                pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
+                moved = 1;
             }
         }
         pthread_mutex_lock(&g_pool.mu);
+        if (moved && !narrowed) {
+            g_pool.affinity[id] = mine;
+            g_pool.narrowed[id] = 1;
+        }
     }
     if (g_pool.ncpus < RK_MAX_THREADS)
         g_pool.cpus[g_pool.ncpus++] = cpu;
@@ -255,7 +263,7 @@ static void *worker_main(void *arg)
         g_pool.between_jobs[id] = 0;
         if (g_pool.stop)
             break;
-        join_job();
+        join_job(id);
         run_claimed_blocks();
         restore_affinity(id);
     }
