@@ -1380,32 +1380,37 @@ def classify_dlopen_error(str path, str message):
     return _classify_dlopen_error(path, message)
 
 
-cdef object _dynamic_dependencies(const dbk_elf *e):
-    """``(needed, rpath, runpath, filters)`` of a checked file: its DT_NEEDED names in order, its
-    DT_RPATH and DT_RUNPATH (None when absent) and its DT_AUXILIARY and DT_FILTER names, all
-    taken from its string table (every offset already checked to lie inside it), each name the
-    dynamic linker has already loaded left out."""
-    cdef uint32_t i
-    needed = [PyUnicode_DecodeFSDefault(e.strtab + e.needed[i]) for i in range(e.n_needed)
-              if not _is_loaded(e.strtab + e.needed[i])]
-    filters = [PyUnicode_DecodeFSDefault(e.strtab + e.filters[i]) for i in range(e.n_filters)
-               if not _is_loaded(e.strtab + e.filters[i])]
-    rpath = PyUnicode_DecodeFSDefault(e.strtab + e.rpath) if e.rpath >= 0 else None
-    runpath = PyUnicode_DecodeFSDefault(e.strtab + e.runpath) if e.runpath >= 0 else None
-    return needed, rpath, runpath, filters
-
-
-cdef bint _all_dependencies_loaded(const dbk_elf *e) except -1:
-    """Whether every DT_NEEDED, DT_AUXILIARY and DT_FILTER name of a checked file is already
-    loaded (the common case: nothing to look for, and no Python object made for it)."""
+cdef Py_ssize_t _first_unloaded(const dbk_elf *e) except -2:
+    """The first of a checked file's DT_NEEDED names, then its DT_AUXILIARY and DT_FILTER names,
+    that the dynamic linker has not loaded yet (its index in that order), or -1 when all are
+    loaded: the common case, with nothing to look for and no Python object made for it."""
     cdef uint32_t i
     for i in range(e.n_needed):
         if not _is_loaded(e.strtab + e.needed[i]):
-            return False
+            return <Py_ssize_t>i
     for i in range(e.n_filters):
         if not _is_loaded(e.strtab + e.filters[i]):
-            return False
-    return True
+            return <Py_ssize_t>e.n_needed + i
+    return -1
+
+
+cdef object _dynamic_dependencies(const dbk_elf *e, Py_ssize_t first):
+    """``(needed, rpath, runpath, filters)`` of a checked file: its DT_NEEDED names in order, its
+    DT_RPATH and DT_RUNPATH (None when absent) and its DT_AUXILIARY and DT_FILTER names, all
+    taken from its string table (every offset already checked to lie inside it), each name the
+    dynamic linker has already loaded left out. ``first`` is _first_unloaded(e): the names
+    before it are known to be loaded and it is known not to be, so neither is looked up again."""
+    cdef Py_ssize_t k, n = e.n_needed
+    cdef const char *name
+    needed, filters = [], []
+    if first >= 0:
+        for k in range(first, n + e.n_filters):
+            name = e.strtab + (e.needed[k] if k < n else e.filters[k - n])
+            if k == first or not _is_loaded(name):
+                (needed if k < n else filters).append(PyUnicode_DecodeFSDefault(name))
+    rpath = PyUnicode_DecodeFSDefault(e.strtab + e.rpath) if e.rpath >= 0 else None
+    runpath = PyUnicode_DecodeFSDefault(e.strtab + e.runpath) if e.runpath >= 0 else None
+    return needed, rpath, runpath, filters
 
 
 def inspect_elf_file(str path):
@@ -1426,7 +1431,7 @@ def inspect_elf_file(str path):
             verdict = _check_elf(c_path, e, page, &detail)
         if verdict != ELF_OK:
             return _elf_verdict(verdict, detail, e) + (None,)
-        return None, "", _dynamic_dependencies(e)
+        return None, "", _dynamic_dependencies(e, _first_unloaded(e))
     finally:
         _release(e)
 

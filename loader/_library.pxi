@@ -241,6 +241,7 @@ cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announ
     cdef abi.BackendStatus status = abi.BACKEND_STATUS_OK
     cdef char message[MESSAGE_SIZE]
     cdef bint available_asked = False
+    cdef Py_ssize_t first_unloaded
     # Everything that can be decided from the file alone, before any of its code runs.
     dbk_elf_init(e)
     try:
@@ -248,10 +249,11 @@ cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announ
             verdict = _check_elf(c_path, e, page, &detail)
         if verdict != ELF_OK:
             return (None,) + _elf_verdict(verdict, detail, e) + (None, None, None)
-        if not _all_dependencies_loaded(e):
+        first_unloaded = _first_unloaded(e)
+        if first_unloaded >= 0:
             if _dependency_problem is None:
                 from loader.dependencies import dependency_problem as _dependency_problem
-            problem = _dependency_problem(path, secure, _dynamic_dependencies(e))
+            problem = _dependency_problem(path, secure, _dynamic_dependencies(e, first_unloaded))
             if problem is not None:
                 return None, Reason.MISSING_DEPENDENCY, problem, None, None, None
     finally:
