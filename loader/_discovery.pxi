@@ -106,6 +106,12 @@ cdef object _entry_paths():
     return _paths_module
 
 
+cdef enum:
+    _LOG_DEBUG = 10     # logging.DEBUG, logging.INFO, logging.WARNING
+    _LOG_INFO = 20
+    _LOG_WARNING = 30
+
+
 @cython.no_gc
 cdef class Entry:
     """One directory entry of one search path, and what became of it.
@@ -158,28 +164,35 @@ cdef class Entry:
         self.reason = reason
         self.detail = detail
 
+    cdef int level(self):
+        """The level of this entry's log line: INFO for a registration and for a file left out
+        because the caller asked for it (``filtered-out``: select, disable, backends), DEBUG for
+        a name that is not a backend's, WARNING for any other skip."""
+        if self.registered or self.reason is Reason.FILTERED_OUT:
+            return _LOG_INFO
+        if self.reason is Reason.INVALID_FILENAME:
+            return _LOG_DEBUG
+        return _LOG_WARNING
+
     def log(self):
-        """One line for the log: INFO for a registration and for a file left out because the
-        caller asked for it (``filtered-out``: select, disable, backends), DEBUG for a name
-        that is not a backend's, WARNING for any other skip."""
+        """One line for the log, at the entry's level (see ``level``)."""
         global _log
         if _log is None:
             import logging
             _log = logging.getLogger("loader")
+        cdef int level = self.level()
+        if not _log.isEnabledFor(level):
+            return
         paths = _entry_paths()
         if self.registered:
-            _log.info("registered backend %r (Backend API %s) from %s%s", self.backend_id,
-                      self.version, self.canonical,
-                      " (deferred: loaded at first use)" if self.deferred else "")
-        elif self.reason is Reason.INVALID_FILENAME:
-            if _log.isEnabledFor(10):       # logging.DEBUG
-                _log.debug("skipped %s: %s", paths.text(self.file), self.reason.value)
-        elif self.reason is Reason.FILTERED_OUT:
-            _log.info("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
-                      paths.text(self.detail))
+            _log.log(level, "registered backend %r (Backend API %s) from %s%s", self.backend_id,
+                     self.version, self.canonical,
+                     " (deferred: loaded at first use)" if self.deferred else "")
+        elif level == _LOG_DEBUG:
+            _log.log(level, "skipped %s: %s", paths.text(self.file), self.reason.value)
         else:
-            _log.warning("skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
-                         paths.text(self.detail))
+            _log.log(level, "skipped %s: %s (%s)", paths.text(self.file), self.reason.value,
+                     paths.text(self.detail))
 
     def to_json(self):
         """The report entry. Every string is valid UTF-8; a path that was not is also given

@@ -13,11 +13,6 @@ cdef class DeferredBackend:
         return self.entry.canonical
 
 
-cdef enum:
-    _LOG_DEBUG = 10     # logging.DEBUG and logging.INFO
-    _LOG_INFO = 20
-
-
 def register_candidates(list entries, dict libraries, wanted=None, CacheRecords cache=None,
                         probe_timeout=None, bint secure=False, logger=None, announcer=None):
     """Register the candidates among ``entries`` (scan order) into ``libraries`` (backend id ->
@@ -37,8 +32,11 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
     when given and DEBUG is on, makes the "loading ..." callable passed to ``load_entry``."""
     cdef Entry entry
     cdef DeferredBackend pending
-    cdef bint info = logger is not None and logger.isEnabledFor(_LOG_INFO)
-    cdef bint debug = logger is not None and logger.isEnabledFor(_LOG_DEBUG)
+    # the lowest level the logger passes (its levels are thresholds), or none of the entries'
+    cdef int lowest = (_LOG_DEBUG if logger.isEnabledFor(_LOG_DEBUG) else
+                       _LOG_INFO if logger.isEnabledFor(_LOG_INFO) else
+                       _LOG_WARNING if logger.isEnabledFor(_LOG_WARNING) else
+                       _LOG_WARNING + 1) if logger is not None else _LOG_WARNING + 1
     cdef bint deferred
     for entry in entries:
         if entry.reason is None:
@@ -50,7 +48,7 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
                 library = pending
             else:
                 library = load_entry(entry, probe_timeout, secure,
-                                     announcer(entry) if debug and announcer is not None else None)
+                                     announcer(entry) if lowest <= _LOG_DEBUG and announcer is not None else None)
                 backend_id = entry.backend_id
             if library is not None:
                 if wanted is not None and backend_id not in wanted:
@@ -71,13 +69,7 @@ def register_candidates(list entries, dict libraries, wanted=None, CacheRecords 
                     elif cache is not None and entry.identity is not None:
                         cache.store(entry.canonical, entry.identity, backend_id,
                                     entry.version.major, entry.version.minor)
-        if entry.registered or entry.reason is Reason.FILTERED_OUT:
-            if info:
-                entry.log()
-        elif entry.reason is Reason.INVALID_FILENAME:
-            if debug:
-                entry.log()
-        elif logger is not None:
+        if entry.level() >= lowest:
             entry.log()
 
 
