@@ -151,8 +151,9 @@ core = Extension(
     depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd",
              "loader/_backend.pxi", "loader/_features.pxi", "loader/_names.pxi",
              "loader/_discovery.pxi", "loader/_elf.pxi", "loader/_library.pxi",
-             "loader/_crash_note.pxi", "loader/_network.pxi", "loader/_cache.pxi",
-             "loader/_registration.pxi"],
+             "loader/_crash_note.pxi", "loader/_cache.pxi", "loader/_registration.pxi",
+             "loader/_layer_call.pxi", "loader/_backend_objects.pxi"]
+            + glob("loader/networks/*.pxi"),
 )
 
 reference = NativeLibrary(

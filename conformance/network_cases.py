@@ -85,7 +85,8 @@ def _note(backend, call):
 
 def _offer(backend, net):
     """(graph, spec, views) for the whole network offered as one sub-graph."""
-    from loader import _core, planning
+    from loader import _core
+    from loader.networks import planning
     graph = planning.Graph(net)
     spec = planning.describe_subgraph(graph, backend.id, list(range(len(net.layers))))
     views = _core.optimize_subgraph(_note(backend, "optimize_subgraph"), spec,
@@ -112,7 +113,7 @@ def _answer(backend, net, own_requirement=True):
     """The backend's checked views for ``net`` offered whole. Invalid views fail NET-1; the
     other NET cases cannot judge them and say so (NOT_SUPPORTED, NET-1 reports the failure)."""
     import loader
-    from loader import planning
+    from loader.networks import planning
     try:
         graph, spec, views = _offer(backend, net)
         planning.validate_views(graph, spec, views)

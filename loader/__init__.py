@@ -116,12 +116,9 @@ def __getattr__(name):
     if name == "LAYERS":
         from loader.layers import LAYERS
         return LAYERS
-    if name == "Network":
-        from loader.network import Network
-        return Network
-    if name == "LoadedNetwork":
-        from loader.loaded_network import LoadedNetwork
-        return LoadedNetwork
+    if name in ("Network", "LoadedNetwork"):
+        from loader import networks
+        return getattr(networks, name)
     raise AttributeError(f"module 'loader' has no attribute {name!r}")
 
 

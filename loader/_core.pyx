@@ -60,7 +60,9 @@ include "_discovery.pxi"
 include "_elf.pxi"
 include "_library.pxi"
 include "_registration.pxi"
-include "_network.pxi"
+include "networks/_subgraphs.pxi"
+include "networks/_profiling.pxi"
+include "networks/_executor.pxi"
 
 
 # ---------------------------------------------------------------------------------------------

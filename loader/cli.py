@@ -11,7 +11,7 @@ from typing import Iterable, List, Optional
 import loader
 from loader import environment
 from loader._core import is_valid_backend_filename
-from loader.network_cli import add_network_commands
+from loader.networks.cli import add_network_commands
 from loader.reasons import Reason
 from loader.runtime import Runtime
 from loader.versions import BACKEND_API_VERSION

@@ -81,7 +81,7 @@ class Runtime:
         self._closed = False
         self._libraries: Dict[str, object] = {}  # backend id -> Library, in registration order
         self._failed_deferred: Dict[str, Entry] = {}  # deferred id -> its entry, skipped at first use
-        self._networks = None                   # loader.loaded_network.RuntimeNetworks, on first use
+        self._networks = None                   # loader.networks.execution.RuntimeNetworks, on first use
         self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict)
         self._notes: List[str] = []
         if any(p.source == _paths.COMPILED_IN for p in self._search_paths):
@@ -222,28 +222,29 @@ class Runtime:
     def load_network(self, network, backends=None):
         """Plan ``network`` onto ``backends`` (ids in preference order; default every registered
         backend, in registration order) and return a ``LoadedNetwork`` ready to execute."""
-        from loader.loaded_network import load_network
-        return load_network(self, network, backends)
+        from loader.networks.execution import LoadedNetwork
+        return LoadedNetwork._create(self, network, backends)
 
     def load_compiled_network(self, path):
         """The network ``LoadedNetwork.export`` wrote, loaded onto the backends named in it
         with their compiled sub-graphs created again from their bytes (no optimizer call).
         Raises ``loader.CompiledNetworkError`` saying what is wrong with the file or why a
         backend cannot take it."""
-        from loader import compiled_network
         from loader.errors import CompiledNetworkError
-        from loader.loaded_network import LoadedNetwork
-        content = compiled_network.read(path)
+        from loader.networks import compiled
+        from loader.networks.execution import LoadedNetwork
+        content = compiled.read(path)
         backends = list(dict.fromkeys(step["backend"] for step in content["steps"]))
         missing = [b for b in backends if b not in self.backend_ids]
         if missing:
             raise CompiledNetworkError(
                 f"{path}: compiled for backend{'s' if len(missing) > 1 else ''} "
                 f"{', '.join(map(repr, missing))}, not registered in this runtime")
-        return LoadedNetwork._create(self, content["network"], backends, content["steps"])
+        return LoadedNetwork._create(self, content["network"], backends,
+                                     compiled.plan_from_file(content["steps"]))
 
     def _network_host(self):
-        from loader.loaded_network import RuntimeNetworks
+        from loader.networks.execution import RuntimeNetworks
         with self._lock:
             if self._closed:
                 raise RuntimeClosedError("the runtime is closed")

@@ -189,7 +189,7 @@ def test_every_single_byte_change_to_a_compiled_subgraph_is_loaded_or_refused(ru
     net = cnn()
     x = RNG.standard_normal((1, 8, 8, 4)).astype(F)
     with runtime.load_network(net, backends=["CpuRef"]) as loaded:
-        blob = loaded._step_compiled[0].serialize()             # the whole network
+        blob = loaded.plan[0].compiled.serialize()             # the whole network
     backend = runtime.create_backend("CpuRef")
     refused = 0
     try:

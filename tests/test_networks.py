@@ -9,7 +9,7 @@ import pytest
 
 import loader
 from conformance.network_reference import evaluate_network
-from loader import planning
+from loader.networks import planning
 from helpers import install_mock, install_reference
 
 F = np.float32

@@ -17,7 +17,7 @@ def _backends(text):
 
 def _load(args):
     """(runtime, loaded network) for the command's NETWORK, --backends and --path."""
-    from loader.network import Network
+    from loader.networks.network import Network
     from loader.runtime import Runtime
     network = Network.load(args.network)
     runtime = Runtime(dynamic_backends_path=args.path)

@@ -16,7 +16,9 @@ from typing import Dict, List
 
 import numpy as np
 
-from loader.errors import CompiledNetworkError
+from loader import _core
+from loader.errors import BackendError, CompiledNetworkError
+from loader.networks import planning
 
 MAGIC = b"DBKCNET1"
 FORMAT = 1
@@ -66,7 +68,7 @@ def write(path, network, plan, compiled_blobs: List[tuple], versions: Dict[str, 
 def read(path) -> dict:
     """The checked header with ``sections`` replaced by their bytes and ``network`` by a
     loader.Network; CompiledNetworkError for anything malformed."""
-    from loader.network import Network
+    from loader.networks.network import Network
     where = os.fspath(path)
     try:
         with open(path, "rb") as f:
@@ -134,3 +136,55 @@ def read(path) -> dict:
     except (ValueError, KeyError, TypeError, IndexError, AttributeError) as error:
         raise CompiledNetworkError(f"{where}: malformed compiled network: {error}") from None
     return {"network": network, "steps": steps}
+
+
+def plan_from_file(steps):
+    """A ``make_plan`` for ``LoadedNetwork._create``: the plan a compiled network file lists,
+    its compiled sub-graphs created again from their bytes by their backends (no optimizer is
+    called), checked to cover every layer once with the boundaries the rules give."""
+    def make_plan(network, backends):
+        graph = planning.Graph(network)
+        index = {layer.name: i for i, layer in enumerate(graph.layers)}
+        units: List[planning.Unit] = []
+        try:
+            for step in steps:
+                units.append(_unit(step, backends[step["backend"]], index))
+            covered = sorted(i for u in units for i in u.layers)
+            if covered != list(range(len(graph.layers))):
+                raise CompiledNetworkError("the plan does not cover every layer exactly once")
+            for unit in units:
+                if unit.kind == "compiled" and (set(unit.inputs), set(unit.outputs)) != \
+                        planning.boundary(graph, unit.layers):
+                    raise CompiledNetworkError(
+                        f"step {'+'.join(graph.layers[i].name for i in unit.layers)}: its "
+                        f"boundary is not the tensors that cross it")
+            return planning.finish_plan(graph, units)
+        except KeyError as error:
+            planning.close_units(units)
+            raise CompiledNetworkError(f"the plan names {error} which the network does not "
+                                       f"have") from None
+        except BaseException:
+            planning.close_units(units)
+            raise
+    return make_plan
+
+
+def _unit(step, backend, index) -> "planning.Unit":
+    layers = [index[name] for name in step["layers"]]
+    if step["kind"] == "workload":
+        if len(layers) != 1:
+            raise CompiledNetworkError(f"a workload step with {len(layers)} layers")
+        return planning.Unit(layers, step["backend"], "workload")
+    where = f"step {'+'.join(step['layers'])}"
+    if step["api_version"] != str(backend.version):
+        raise CompiledNetworkError(
+            f"{where} was compiled by {step['backend']!r} built against Backend API "
+            f"{step['api_version']}; the one registered here is built against {backend.version}")
+    if not backend.features.get("SerializedSubgraphs"):
+        raise CompiledNetworkError(f"backend {step['backend']!r} cannot load compiled sub-graphs")
+    try:
+        compiled = _core.load_compiled_subgraph(backend, step["blob"])
+    except BackendError as error:
+        raise CompiledNetworkError(f"{where}: {error}") from None
+    return planning.Unit(sorted(layers), step["backend"], "compiled", compiled,
+                         tuple(step["inputs"]), tuple(step["outputs"]))

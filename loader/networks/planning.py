@@ -2,14 +2,19 @@
 offered to each backend, the one check of a backend's optimization views, the steps in
 execution order, and where every intermediate tensor lives.
 
-Everything here is plain Python over a network's layer graph; it never calls a backend. The
-caller (``loader.loaded_network``) asks the backends and feeds their answers in.
+``plan_network`` produces the ``Plan`` that ``loader.networks.execution`` turns into workloads
+and an executor. The backends are asked only what the rules need: whether they support a layer
+(``Backend.query_layer_support``) and what their optimizer makes of a sub-graph
+(``_core.optimize_subgraph``); everything else is plain Python over the network's layer graph.
 """
+import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
-from loader.errors import InvalidOptimizationError
+from loader import _core
+from loader.errors import (FeatureNotAvailableError, InvalidOptimizationError,
+                           NoBackendForLayerError)
 
 # Kinds of a sub-graph tensor, as in backend_api.h (BACKEND_SUBGRAPH_TENSOR_*).
 BOUNDARY_INPUT, CONSTANT, INTERNAL = 0, 1, 2
@@ -178,23 +183,17 @@ class Views:
     problems: List[str] = field(default_factory=list)          # unusable arguments to a call
 
 
-def substitution_boundary(graph: Graph, spec: SubgraphSpec, layer_ids):
-    """The tensors (sub-graph indices) that cross the boundary of ``layer_ids``: the
-    non-constant tensors they read and do not produce, and the tensors they produce that any
-    other layer reads or that are sub-graph outputs."""
+def boundary(graph: Graph, layer_ids) -> Tuple[set, set]:
+    """The tensor names that cross the boundary of the layers ``layer_ids``: the non-constant
+    tensors they read and do not produce, and the tensors they produce that any other layer
+    reads or that are network outputs."""
     chosen = set(layer_ids)
-    position = {name: k for k, (name, _, _) in enumerate(spec.tensors)}
     produced = {graph.layers[i].name for i in chosen}
-    inputs = set()
-    for i in chosen:
-        for source in graph.layers[i].inputs:
-            if source not in produced and source not in graph.constants:
-                inputs.add(position[source])
-    outputs = set()
-    for name in produced:
-        readers = graph.consumers.get(name, ())
-        if name in graph.output_tensors or any(r not in chosen for r in readers):
-            outputs.add(position[name])
+    inputs = {source for i in chosen for source in graph.layers[i].inputs
+              if source not in produced and source not in graph.constants}
+    outputs = {name for name in produced
+               if name in graph.output_tensors
+               or any(r not in chosen for r in graph.consumers.get(name, ()))}
     return inputs, outputs
 
 
@@ -262,15 +261,15 @@ def validate_views(graph: Graph, spec: SubgraphSpec, views: Views) -> None:
         if len(set(inputs)) != len(inputs) or len(set(outputs)) != len(outputs):
             problems.append(f"{what} lists a boundary tensor twice")
             continue
-        want_in, want_out = substitution_boundary(graph, spec, ids)
-        tensor_name = lambda t: spec.tensors[t][0]  # noqa: E731
-        if set(inputs) != want_in:
-            problems.append(f"{what} has boundary inputs {sorted(map(tensor_name, inputs))}; the "
-                            f"tensors crossing into it are {sorted(map(tensor_name, want_in))}")
-        if set(outputs) != want_out:
-            problems.append(f"{what} has boundary outputs {sorted(map(tensor_name, outputs))}; "
-                            f"the tensors read outside it are "
-                            f"{sorted(map(tensor_name, want_out))}")
+        want_in, want_out = boundary(graph, ids)
+        given_in = {spec.tensors[t][0] for t in inputs}
+        given_out = {spec.tensors[t][0] for t in outputs}
+        if given_in != want_in:
+            problems.append(f"{what} has boundary inputs {sorted(given_in)}; the tensors "
+                            f"crossing into it are {sorted(want_in)}")
+        if given_out != want_out:
+            problems.append(f"{what} has boundary outputs {sorted(given_out)}; the tensors "
+                            f"read outside it are {sorted(want_out)}")
         if _leaves_and_returns(graph, set(ids)):
             problems.append(f"{what} is not convex: a path leaves it and comes back, so it "
                             f"cannot run as one step")
@@ -321,31 +320,44 @@ class Step:
     layers: Tuple[str, ...]
     inputs: Tuple[str, ...]
     outputs: Tuple[str, ...]
+    layer_ids: Tuple[int, ...] = field(default=(), compare=False, repr=False)
+    compiled: object = field(default=None, compare=False, repr=False)   # _core.CompiledSubgraph
 
     def to_json(self):
         return {"backend": self.backend, "kind": self.kind, "layers": list(self.layers)}
 
 
-def order_steps(graph: Graph, units: List[Tuple[List[int], object]]) -> List[int]:
-    """A valid execution order of ``units`` (each a list of layer indices plus anything): a
-    topological order of the graph between them, earliest first layer first on ties."""
+@dataclass
+class Unit:
+    """A planned step before ordering: its layers (indices), backend and what runs it."""
+
+    layers: List[int]
+    backend: str
+    kind: str                       # "compiled" | "workload"
+    compiled: object = None         # _core.CompiledSubgraph
+    inputs: tuple = ()              # boundary tensor names (compiled)
+    outputs: tuple = ()
+
+
+def order_steps(graph: Graph, units: Sequence[Unit]) -> List[int]:
+    """A valid execution order of ``units``: a topological order of the graph between them,
+    earliest first layer first on ties."""
     owner = {}
-    for k, (layers, _) in enumerate(units):
-        for i in layers:
+    for k, unit in enumerate(units):
+        for i in unit.layers:
             owner[i] = k
     preds = [set() for _ in units]
-    for k, (layers, _) in enumerate(units):
-        for i in layers:
+    for k, unit in enumerate(units):
+        for i in unit.layers:
             for p in graph.predecessors[i]:
                 if owner[p] != k:
                     preds[k].add(owner[p])
-    import heapq
     indegree = [len(p) for p in preds]
     succs = [[] for _ in units]
     for k, ps in enumerate(preds):
         for p in ps:
             succs[p].append(k)
-    ready = [(min(units[k][0]), k) for k in range(len(units)) if indegree[k] == 0]
+    ready = [(min(units[k].layers), k) for k in range(len(units)) if indegree[k] == 0]
     heapq.heapify(ready)
     order = []
     while ready:
@@ -354,7 +366,7 @@ def order_steps(graph: Graph, units: List[Tuple[List[int], object]]) -> List[int
         for s in succs[k]:
             indegree[s] -= 1
             if indegree[s] == 0:
-                heapq.heappush(ready, (min(units[s][0]), s))
+                heapq.heappush(ready, (min(units[s].layers), s))
     if len(order) != len(units):        # excluded by the checks above; never run a bad plan
         raise InvalidOptimizationError("(runtime)", ["the steps form a cycle"])
     return order
@@ -404,3 +416,153 @@ def plan_buffers(steps: Sequence[Step], sizes: Dict[str, int], dynamic: set) -> 
         offsets[name] = offset
     arena = max((o + s for o, s, _, _ in placed), default=0)
     return BufferPlan(offsets, arena, sum(aligned(sizes[n]) for n in first))
+
+
+# -- rule 12.1 and 12.4: assignment and re-assignment of failed layers ------------------------
+
+class _Assigner:
+    """Rules 12.1-12.4 for one network and one preference list of live backend instances: each
+    layer to the first backend that supports it, sub-graphs offered to optimizers, failed
+    layers to the next backend."""
+
+    def __init__(self, graph: Graph, backends: Dict[str, object]):
+        self.graph = graph
+        self.backends = backends
+        self.order = list(backends)
+        self.declined: Dict[str, Dict[str, str]] = {layer.name: {} for layer in graph.layers}
+        self.failed: Dict[str, Dict[str, str]] = {}
+        self.units: List[Unit] = []
+
+    def _support(self, backend_id, layer_index):
+        layer = self.graph.layers[layer_index]
+        try:
+            return self.backends[backend_id].query_layer_support(layer.prepared)
+        except FeatureNotAvailableError as error:
+            return _core.LayerSupport(False, str(error))
+
+    def _assign(self, layer_index, start):
+        """The first backend from ``start`` in preference order that accepts the layer."""
+        name = self.graph.layers[layer_index].name
+        for backend_id in self.order[start:]:
+            support = self._support(backend_id, layer_index)
+            if support:
+                return backend_id
+            self.declined[name][backend_id] = support.reason
+        raise NoBackendForLayerError(name, self.declined[name])
+
+    def assign(self) -> List[Unit]:
+        pending = {i: self._assign(i, 0) for i in range(len(self.graph.layers))}
+        while pending:
+            fixed = [unit.layers for unit in self.units]
+            groups = group_layers(self.graph, pending, fixed)
+            retry = {}
+            for group in groups:
+                backend_id = pending[group[0]]
+                for layer_index, reason in self._offer(backend_id, group):
+                    name = self.graph.layers[layer_index].name
+                    self.declined[name][backend_id] = f"its optimizer failed the layer: {reason}"
+                    self.failed.setdefault(name, {})[backend_id] = reason
+                    retry[layer_index] = self._assign(layer_index,
+                                                      self.order.index(backend_id) + 1)
+            pending = retry
+        return self.units
+
+    def _offer(self, backend_id, group):
+        """Offer one sub-graph; settle its substitutions and untouched layers as units and
+        return the failed layers with their reasons."""
+        backend = self.backends[backend_id]
+        if not backend.features.get("SubgraphOptimization"):
+            self.units.extend(Unit([i], backend_id, "workload") for i in group)
+            return []
+        spec = describe_subgraph(self.graph, backend_id, group)
+        prepared = [self.graph.layers[i].prepared for i in group]
+        views = _core.optimize_subgraph(backend, spec, prepared, self.graph.constants)
+        validate_views(self.graph, spec, views)
+        for ids, inputs, outputs, compiled in views.substitutions:
+            self.units.append(Unit(sorted(ids), backend_id, "compiled", compiled,
+                                   tuple(spec.tensors[t][0] for t in inputs),
+                                   tuple(spec.tensors[t][0] for t in outputs)))
+        self.units.extend(Unit([i], backend_id, "workload") for i in views.untouched)
+        return [(i, reason) for i, reason in views.failed]
+
+
+# -- the plan ----------------------------------------------------------------------------------
+
+def tensor_bytes(shape) -> int:
+    count = 4                           # float32
+    for v in shape:
+        count *= v
+    return count
+
+
+@dataclass
+class Plan:
+    """Everything ``load_network`` decided, before anything is created: the steps in execution
+    order, which backend took each layer and why the others declined, and the buffers."""
+
+    graph: Graph
+    steps: List[Step]
+    assignments: Dict[str, str]                         # layer name -> backend id
+    declined: Dict[str, Dict[str, str]]                 # layer name -> {backend id: reason}
+    failed: Dict[str, Dict[str, str]]                   # layer name -> {backend id: reason}
+    buffers: "BufferPlan"
+    dynamic: List[str]                  # tensors bound per execute: the inputs, then produced outputs
+    sizes: Dict[str, int]               # bytes of every tensor a step reads or writes
+
+    def compiled(self) -> List[object]:
+        return [step.compiled for step in self.steps if step.compiled is not None]
+
+    def report(self) -> dict:
+        """What ``backend-loader plan --json`` prints."""
+        return {
+            "layers": [{"name": layer.name, "type": layer.type,
+                        "backend": self.assignments[layer.name],
+                        "declined": dict(self.declined.get(layer.name, {}))}
+                       for layer in self.graph.layers],
+            "steps": [step.to_json() for step in self.steps],
+        }
+
+
+def close_units(units: Sequence[Unit]) -> None:
+    """Destroy the compiled sub-graphs of a plan that will not run."""
+    for unit in units:
+        if unit.compiled is not None:
+            unit.compiled.close()
+
+
+def plan_network(network, backends: Dict[str, object]) -> Plan:
+    """Rules 12.1-12.4 for ``network`` on ``backends`` (id -> live instance, in preference
+    order). On any error every compiled sub-graph made so far is destroyed."""
+    assigner = _Assigner(Graph(network), backends)
+    try:
+        units = assigner.assign()
+        return finish_plan(assigner.graph, units, assigner.declined, assigner.failed)
+    except BaseException:
+        close_units(assigner.units)
+        raise
+
+
+def finish_plan(graph: Graph, units: Sequence[Unit], declined=None, failed=None) -> Plan:
+    """Order ``units`` into steps and plan the buffers."""
+    names = [layer.name for layer in graph.layers]
+    steps = []
+    for k in order_steps(graph, units):
+        unit = units[k]
+        layers = tuple(names[i] for i in unit.layers)
+        if unit.kind == "workload":
+            layer = graph.layers[unit.layers[0]]
+            steps.append(Step(unit.backend, "workload", layers, layer.inputs, (layer.name,),
+                              tuple(unit.layers)))
+        else:
+            steps.append(Step(unit.backend, "compiled", layers, unit.inputs, unit.outputs,
+                              tuple(unit.layers), unit.compiled))
+    owner = {i: unit.backend for unit in units for i in unit.layers}
+    network = graph.network
+    output_tensors = list(dict.fromkeys(network.outputs.values()))
+    dynamic = list(network.inputs) + [t for t in output_tensors if t in graph.producer]
+    sizes = {name: tensor_bytes(network.tensor(name).shape)
+             for step in steps for name in step.inputs + step.outputs}
+    buffers = plan_buffers(steps, sizes, set(dynamic) | set(graph.constants))
+    return Plan(graph, steps, {names[i]: owner[i] for i in range(len(names))},
+                declined if declined is not None else {name: {} for name in names},
+                failed or {}, buffers, dynamic, sizes)

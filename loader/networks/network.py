@@ -5,8 +5,6 @@ A network holds named tensors: inputs, constants (float32 data, copied) and the 
 each layer. Every layer's output shape is inferred when it is added (``loader.layers``), so a
 shape or descriptor that does not fit is refused at ``add_layer``, naming the layer.
 """
-import json
-import os
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Tuple
 
@@ -198,142 +196,28 @@ class Network:
         return (f"<Network inputs={list(self._inputs)} layers={len(self._layers)} "
                 f"outputs={list(self._outputs)}>")
 
-    # -- serialized form ---------------------------------------------------------------------
+    # -- serialized form (loader.networks.serialized) -----------------------------------------
 
     def to_dict(self) -> dict:
         """JSON-safe plain data; ``Network.from_dict(net.to_dict()).to_dict() == net.to_dict()``."""
-        return {
-            "inputs": [{"name": n, "shape": list(self._tensors[n].shape)} for n in self._inputs],
-            "constants": [{"name": n, "shape": list(a.shape), "data": a.ravel().tolist()}
-                          for n, a in self._constants.items()],
-            "layers": [{"name": layer.name, "type": layer.type, "inputs": list(layer.inputs),
-                        "descriptor": layer.descriptor} for layer in self._layers],
-            "outputs": [{"name": n, "source": s} for n, s in self._outputs.items()],
-        }
+        from loader.networks import serialized
+        return serialized.to_dict(self)
 
     @classmethod
     def from_dict(cls, data, constants: Optional[Dict[str, np.ndarray]] = None) -> "Network":
         """The network ``to_dict`` describes. ``constants`` supplies each constant whose
         ``data`` is a key into it (the form ``save`` writes)."""
-        net = cls()
-        if not isinstance(data, dict):
-            raise NetworkError(f"a network is a dict, not {type(data).__name__}")
-        missing = [k for k in ("inputs", "constants", "layers", "outputs") if k not in data]
-        if missing:
-            raise NetworkError(f"the network dict lacks {', '.join(map(repr, missing))}")
-        for section in ("inputs", "constants", "layers", "outputs"):
-            if not isinstance(data[section], list) or not all(isinstance(e, dict)
-                                                              for e in data[section]):
-                raise NetworkError(f"{section!r} must be a list of dicts")
-
-        def field(entry, key, section):
-            if key not in entry:
-                raise NetworkError(f"an entry of {section!r} lacks {key!r}: {entry!r}")
-            return entry[key]
-
-        for entry in data["inputs"]:
-            net.add_input(field(entry, "name", "inputs"), field(entry, "shape", "inputs"))
-        for entry in data["constants"]:
-            name = field(entry, "name", "constants")
-            shape = _shape(field(entry, "shape", "constants"), f"constant {name!r}")
-            values = field(entry, "data", "constants")
-            if isinstance(values, str):
-                if constants is None or values not in constants:
-                    raise NetworkError(f"constant {name!r}: no data under key {values!r}")
-                values = constants[values]
-            try:
-                array = np.asarray(values, dtype=np.float32)
-                array = array.reshape(shape)
-            except (TypeError, ValueError) as error:
-                raise NetworkError(f"constant {name!r}: data does not fit shape "
-                                   f"{list(shape)}: {error}") from None
-            net.add_constant(name, array)
-        entries = data["layers"]
-        for entry in entries:
-            for key in ("name", "type", "inputs"):
-                field(entry, key, "layers")
-            if not isinstance(entry["inputs"], list):
-                raise NetworkError(f"layer {entry['name']!r}: 'inputs' must be a list of names")
-        for entry in _in_dependency_order(entries, set(net._tensors)):
-            net.add_layer(entry["type"], entry["inputs"], entry.get("descriptor") or {},
-                          name=entry["name"])
-        for entry in data["outputs"]:
-            net.add_output(field(entry, "source", "outputs"), field(entry, "name", "outputs"))
-        return net
+        from loader.networks import serialized
+        return serialized.from_dict(cls(), data, constants)
 
     def save(self, path) -> None:
         """Write the network to ``path`` (``.json``, ``.yaml`` or ``.yml``), its constants to a
         ``.npz`` beside it (same stem)."""
-        path = os.fspath(path)
-        stem, ext = os.path.splitext(path)
-        data = self.to_dict()
-        for entry in data["constants"]:
-            entry["data"] = entry["name"]
-        np.savez(stem + ".npz", **self._constants)
-        with open(path, "w") as f:
-            if ext in (".yaml", ".yml"):
-                import yaml
-                yaml.safe_dump(data, f, sort_keys=False)
-            elif ext == ".json":
-                json.dump(data, f, indent=1)
-            else:
-                raise NetworkError(f"{path}: a network file ends in .json, .yaml or .yml")
+        from loader.networks import serialized
+        serialized.save(self, path)
 
     @classmethod
     def load(cls, path) -> "Network":
         """The network ``save`` wrote (or any file holding ``to_dict``'s form)."""
-        path = os.fspath(path)
-        stem, ext = os.path.splitext(path)
-        try:
-            with open(path) as f:
-                if ext in (".yaml", ".yml"):
-                    import yaml
-                    data = yaml.safe_load(f)
-                elif ext == ".json":
-                    data = json.load(f)
-                else:
-                    raise NetworkError(f"{path}: a network file ends in .json, .yaml or .yml")
-        except (OSError, ValueError) as error:
-            if isinstance(error, NetworkError):
-                raise
-            raise NetworkError(f"{path}: cannot read the network: {error}") from None
-        constants = None
-        if os.path.exists(stem + ".npz"):
-            with np.load(stem + ".npz") as npz:
-                constants = {key: npz[key] for key in npz.files}
-        return cls.from_dict(data, constants)
-
-
-def _in_dependency_order(entries, known):
-    """The layer entries ordered so each comes after the layers it reads (insertion order kept
-    where it already is one); a cycle or an unknown name raises NetworkError."""
-    names = {}
-    for entry in entries:
-        if not isinstance(entry["name"], str):
-            raise NetworkError(f"layer name must be a string, not {entry['name']!r}")
-        if entry["name"] in names or entry["name"] in known:
-            raise NetworkError(f"duplicate name {entry['name']!r}")
-        names[entry["name"]] = entry
-    for entry in entries:
-        for source in entry["inputs"]:
-            if not isinstance(source, str) or (source not in known and source not in names):
-                raise NetworkError(f"layer {entry['name']!r}: unknown tensor {source!r}")
-    ordered, state = [], {}                 # state: 1 visiting, 2 done
-
-    def visit(entry, path):
-        name = entry["name"]
-        if state.get(name) == 2:
-            return
-        if state.get(name) == 1:
-            cycle = path[path.index(name):] + [name]
-            raise NetworkError(f"the layers form a cycle: {' -> '.join(cycle)}")
-        state[name] = 1
-        for source in entry["inputs"]:
-            if source in names:
-                visit(names[source], path + [name])
-        state[name] = 2
-        ordered.append(entry)
-
-    for entry in entries:
-        visit(entry, [])
-    return ordered
+        from loader.networks import serialized
+        return serialized.load(cls(), path)
