@@ -200,7 +200,9 @@ def _untrusted(st: os.stat_result) -> Optional[str]:
 
 
 def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) -> SearchPath:
-    """Validate one path: non-empty, exists, directory, absolute, not already listed."""
+    """Validate one path: non-empty, absolute, exists, directory, not already listed. A
+    relative path is refused whatever it names from the current directory, so the same entry
+    gets the same reason in every list and from every directory."""
     path = item.path
 
     def refuse(reason: PathReason, detail: str, canonical: Optional[str] = None) -> SearchPath:
@@ -209,6 +211,8 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
 
     if path == "":
         return refuse(PathReason.EMPTY, "empty path")
+    if not os.path.isabs(path):
+        return refuse(PathReason.NOT_ABSOLUTE, "not an absolute path")
     try:
         st = os.stat(path)
     except (FileNotFoundError, NotADirectoryError):
@@ -219,8 +223,6 @@ def _check(item: SearchPath, seen: dict, position: int, strict: bool = False) ->
         return refuse(PathReason.NOT_FOUND, str(error))
     if not stat.S_ISDIR(st.st_mode):
         return refuse(PathReason.NOT_A_DIRECTORY, "not a directory")
-    if not os.path.isabs(path):
-        return refuse(PathReason.NOT_ABSOLUTE, "not an absolute path")
     if not os.access(path, os.R_OK | os.X_OK):
         return refuse(PathReason.UNREADABLE, "directory cannot be listed")
     why = _untrusted(st) if strict else None

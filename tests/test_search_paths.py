@@ -11,6 +11,7 @@ from loader import paths as search_paths
 from helpers import install_mock
 
 VAR = loader.ENVIRONMENT_VARIABLE
+ADD = "DYNAMIC_BACKEND_ADD_PATHS"
 
 
 @pytest.fixture
@@ -74,11 +75,16 @@ def test_each_invalid_path_carries_its_reason(monkeypatch, dirs, make, reason):
         assert reasons() == [(path, reason), (dirs["A"], None)]
 
 
-def test_relative_paths_are_refused_even_when_they_exist(monkeypatch, tmp_path):
-    (tmp_path / "rel").mkdir()
+@pytest.mark.parametrize("exists", [True, False])
+@pytest.mark.parametrize("variable", [VAR, ADD])
+def test_a_relative_path_is_not_absolute_in_either_variable_whether_or_not_it_exists(
+        monkeypatch, tmp_path, variable, exists):
+    if exists:
+        (tmp_path / "rel" / "dir").mkdir(parents=True)
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv(VAR, "rel")
-    assert reasons() == [("rel", "not-absolute")]
+    monkeypatch.setenv(variable, "rel/dir")
+    monkeypatch.setenv(VAR if variable == ADD else ADD, "")
+    assert reasons() == [("rel/dir", "not-absolute")]
 
 
 def test_a_link_to_a_listed_directory_is_a_duplicate(monkeypatch, dirs, tmp_path):
@@ -204,7 +210,6 @@ def test_build_time_paths_become_the_compiled_in_list(tmp_path):
 
 # -- where each path came from ----------------------------------------------------------------------
 
-ADD = "DYNAMIC_BACKEND_ADD_PATHS"
 
 
 def sources(override=None):
@@ -243,7 +248,7 @@ def test_added_paths_are_validated_like_the_others(monkeypatch, dirs, caplog):
     monkeypatch.setenv(ADD, f"relative:/does/not/exist::{dirs['F']}:{dirs['A']}:{dirs['A']}")
     monkeypatch.setenv(VAR, dirs["A"])
     with caplog.at_level(logging.WARNING, logger="loader"):
-        assert reasons() == [("relative", "not-found"), ("/does/not/exist", "not-found"),
+        assert reasons() == [("relative", "not-absolute"), ("/does/not/exist", "not-found"),
                              (dirs["F"], "not-a-directory"), (dirs["A"], None),
                              (dirs["A"], "duplicate-path"), (dirs["A"], "duplicate-path")]
     assert any("/does/not/exist" in r.getMessage() and "environment-add" in r.getMessage()
