@@ -94,9 +94,12 @@ class BuildPy(build_py):
         root = HERE if editable else self.build_lib
         config = os.path.join(root, "loader", "_build_config.py")
         if paths is not None:
-            self.announce(f"DYNAMIC_BACKEND_PATHS={paths!r} at build time becomes the compiled-in "
-                          "search path list; the bundled reference backend's directory is not "
-                          "on it", level=3)
+            # On stderr itself: pip shows a build's output with -v, and no log level of
+            # setuptools' reaches it in every version.
+            sys.stderr.write(f"dynamic-backends: DYNAMIC_BACKEND_PATHS={paths!r} at build time "
+                             "becomes the compiled-in search path list; the bundled reference "
+                             "backend's directory is not on it\n")
+            sys.stderr.flush()
         self.mkpath(os.path.dirname(config))
         with open(config, "w") as f:
             f.write('"""Written by setup.py at build time."""\n\n'

@@ -12,6 +12,7 @@ import loader
 from loader import environment
 from loader._core import is_valid_backend_filename
 from loader.networks.cli import add_network_commands
+from loader.paths import one_line
 from loader.reasons import Reason
 from loader.runtime import Runtime
 from loader.versions import BACKEND_API_VERSION
@@ -109,16 +110,17 @@ def format_report(report: dict) -> str:
         lines.append("")
         source = f"  ({search_path['source']})" if search_path.get("source") else ""
         if not search_path["valid"]:
-            lines.append(f"{search_path['path'] or repr('')}{source}  "
-                         f"[{search_path['reason']}: {search_path['detail']}]")
+            lines.append(f"{one_line(search_path['path']) or repr('')}{source}  "
+                         f"[{search_path['reason']}: {one_line(search_path['detail'])}]")
             continue
-        lines.append(search_path["path"] + source)
+        lines.append(one_line(search_path["path"]) + source)
         # Entries were named os.path.join(search path, name): group them the same way.
         entries = by_directory.get(os.path.dirname(os.path.join(search_path["path"], "x")), [])
         if not entries:
             lines.append("  (no backend files)" if omitted is not None else "  (empty)")
             continue
-        rows = [(os.path.basename(e["file"]), e["status"], _outcome(e)) for e in entries]
+        rows = [(one_line(os.path.basename(e["file"])), e["status"], one_line(_outcome(e)))
+                for e in entries]
         width = max(len(r[0]) for r in rows)
         lines.extend(f"  {name:<{width}}  {status:<10}  {outcome}" for name, status, outcome in rows)
     registered = report["registered"]
@@ -141,11 +143,12 @@ def format_summary(report: dict) -> str:
         else:
             rows.append(("skipped", entry["reason"], f"{entry['file']}: {entry['detail']}"))
     width = max((len(r[1]) for r in rows), default=0)
-    lines.extend(f"{status:<10}  {what:<{width}}  {where}" for status, what, where in rows)
+    lines.extend(f"{status:<10}  {what:<{width}}  {one_line(where)}"
+                 for status, what, where in rows)
     for search_path in report["search_paths"]:
         if not search_path["valid"]:
-            lines.append(f"dropped path  {search_path['path'] or repr('')}: "
-                         f"{search_path['reason']} ({search_path['detail']})")
+            lines.append(f"dropped path  {one_line(search_path['path']) or repr('')}: "
+                         f"{search_path['reason']} ({one_line(search_path['detail'])})")
     lines.append(_counts_line(report))
     registered = report["registered"]
     lines.append(f"Registered: {', '.join(registered) if registered else 'none'}")
@@ -180,7 +183,7 @@ def explain_invalid_name(name: bytes) -> str:
         return f"does not contain '_backend.so': {rule}"
     parts = name[:at].split(b"_")
     if len(parts) != 2:
-        return (f"'{_shown(name[:at])}' before '_backend.so' must be <vendor>_<name>: two "
+        return (f"'{one_line(name[:at])}' before '_backend.so' must be <vendor>_<name>: two "
                 f"parts joined by one '_' (found {len(parts)})")
     for label, part in zip(("vendor", "name"), parts):
         if not part:
@@ -188,20 +191,14 @@ def explain_invalid_name(name: bytes) -> str:
         if not _ALNUM.fullmatch(part):
             decoded = part.decode("utf-8", "surrogateescape")
             bad = next(c for c in decoded if not (c.isascii() and c.isalnum()))
-            return (f"the {label} part '{_shown(part)}' contains "
-                    f"'{_shown(bad.encode('utf-8', 'surrogateescape'))}': vendor and name are "
+            return (f"the {label} part '{one_line(part)}' contains "
+                    f"'{one_line(bad.encode('utf-8', 'surrogateescape'))}': vendor and name are "
                     f"ASCII letters and digits only")
     suffix = name[at + len(_LITERAL):]
     if not _VERSION_SUFFIX.fullmatch(suffix):
-        return (f"the version '{_shown(suffix)}' after '_backend.so' must be groups of '.' and "
+        return (f"the version '{one_line(suffix)}' after '_backend.so' must be groups of '.' and "
                 f"digits, like '.1' or '.1.2.3'")
     return f"does not match the rule: {rule}"
-
-
-def _shown(raw: bytes) -> str:
-    """Bytes as readable text on one line: undecodable bytes as \\xNN, controls escaped."""
-    text = raw.decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
 
 
 def _names(args) -> Iterable[bytes]:
@@ -230,10 +227,12 @@ def _check_name(args) -> int:
         valid = is_valid_backend_filename(base)
         all_valid = all_valid and valid
         verdict = b"valid" if valid else b"invalid"
-        out.write(verdict + (b"\t" + name if args.with_names else b"") + terminator)
+        # NUL-terminated records carry the exact bytes; a line carries the name on one line.
+        shown = name if args.null else one_line(name).encode("utf-8", "surrogateescape")
+        out.write(verdict + (b"\t" + shown if args.with_names else b"") + terminator)
         if not valid and not args.quiet:
             out.flush()
-            sys.stderr.write(f"{PROG}: invalid: {_shown(name)}: {explain_invalid_name(base)}\n")
+            sys.stderr.write(f"{PROG}: invalid: {one_line(name)}: {explain_invalid_name(base)}\n")
     out.flush()
     return 0 if all_valid else 1
 

@@ -69,6 +69,19 @@ def text(value: str) -> str:
     return _raw(value).decode("utf-8", "backslashreplace")
 
 
+def one_line(value) -> str:
+    """A file name, path or message (str or bytes) as text for a line of a human-readable
+    listing: bytes that are not UTF-8 written ``\\xNN`` (as in the report), and every character
+    that is not printable (a newline, a tab, an escape) escaped as Python writes it, so that one
+    name is always one line."""
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable():
+            return value
+        value = _raw(value)
+    shown = value.decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in shown)
+
+
 def _raw(value: str) -> bytes:
     """The bytes behind a path: what os.fsencode gives, or, for a surrogate that no file name
     decodes to (passed in by a caller), its UTF-8 form."""

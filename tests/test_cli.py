@@ -288,6 +288,18 @@ def test_check_name_reads_nul_separated_names_holding_newlines():
     assert b"Arm\\n_Gpu_backend.so" in result.stderr  # one line per explanation
 
 
+def test_a_name_holding_a_newline_is_one_line_of_output():
+    result = run("check-name", "--with-names", "A_b_backend.so\nfoo", "Arm\t_Gpu_backend.so")
+    assert result.stdout == "invalid\tA_b_backend.so\\nfoo\ninvalid\tArm\\t_Gpu_backend.so\n"
+
+
+def test_the_scan_listing_shows_a_name_holding_a_newline_on_one_line(tmp_path):
+    (tmp_path / "bad\nname_backend.so").write_bytes(b"")
+    table = run("scan", "--path", str(tmp_path)).stdout
+    assert "  bad\\nname_backend.so  " in table
+    assert not any(line.startswith("name_backend.so") for line in table.splitlines())
+
+
 def test_null_without_stdin_is_a_usage_error():
     result = run("check-name", "-0", "Arm_Gpu_backend.so")
     assert result.returncode == 2 and "'-'" in result.stderr

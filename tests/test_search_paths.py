@@ -181,7 +181,8 @@ def test_this_test_process_is_not_in_secure_execution():
 
 
 def test_build_time_paths_become_the_compiled_in_list(tmp_path):
-    """DYNAMIC_BACKEND_PATHS seen by the build is what an installed runtime falls back to."""
+    """DYNAMIC_BACKEND_PATHS seen by the build is what an installed runtime falls back to, and
+    the build says so where a verbose build log (pip -v) shows it."""
     import subprocess
     import sys
     import zipfile
@@ -189,12 +190,15 @@ def test_build_time_paths_become_the_compiled_in_list(tmp_path):
     if not (repo / "setup.py").exists():
         pytest.skip("the source tree is not beside the tests")
     env = {**os.environ, VAR: "/opt/vendor-a:/opt/vendor-b"}
-    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w",
+    built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w",
                             str(tmp_path), str(repo)], env=env, capture_output=True, text=True,
                            timeout=600)
     if built.returncode != 0 and "No matching distribution" in built.stderr:
         pytest.skip("the build requirements cannot be fetched here")
     assert built.returncode == 0, built.stderr[-2000:]
+    log = built.stdout + built.stderr
+    assert "DYNAMIC_BACKEND_PATHS='/opt/vendor-a:/opt/vendor-b' at build time becomes the " \
+           "compiled-in search path list" in log
     [wheel] = tmp_path.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:
         config = archive.read("loader/_build_config.py").decode()
