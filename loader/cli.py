@@ -2,14 +2,13 @@
 import argparse
 import json
 import logging
-import math
 import os
 import re
 import sys
 from typing import Iterable, List, Optional
 
 import loader
-from loader import environment
+from loader import environment, timeouts
 from loader._core import is_valid_backend_filename
 from loader.networks.cli import add_network_commands
 from loader.paths import one_line
@@ -241,12 +240,9 @@ def _check_name(args) -> int:
 
 def _seconds(text: str) -> float:
     try:
-        value = float(text)
+        return timeouts.parse(text, "")
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-    if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a positive, finite number of seconds")
-    return value
+        raise argparse.ArgumentTypeError(f"{text!r}: give {timeouts.describe()}") from None
 
 
 def _usage_error(args, message: str) -> None:

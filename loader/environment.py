@@ -24,10 +24,11 @@ The backend cache of deferred loading lives in ``$XDG_CACHE_HOME/dynamic-backend
 ``XDG_CACHE_HOME`` only), else ``$HOME/.cache/dynamic-backends``.
 """
 import logging
-import math
 import os
 import sys
 from typing import Mapping, Optional
+
+from loader import timeouts
 
 PATHS = "DYNAMIC_BACKEND_PATHS"
 ADD_PATHS = "DYNAMIC_BACKEND_ADD_PATHS"
@@ -57,11 +58,20 @@ def _environ(environ: Optional[Mapping[str, str]]) -> Mapping[str, str]:
     return os.environ if environ is None else environ
 
 
-def _ignored(variable: str, value: str, expected: str) -> None:
-    log.warning("%s=%r ignored: expected %s", variable, value, expected)
+#: Set on the log record of every ignored value: stderr shows these at any verbosity.
+IGNORED_SETTING = "ignored_setting"
 
 
-def probe_mode(environ=None) -> Optional[str]:
+def _ignored(variable: str, value: str, expected: str, notes: Optional[list]) -> None:
+    """A value that is not used: a WARNING on the ``loader`` log (shown on stderr even when the
+    log is otherwise quiet, see log_to_stderr) and a line in ``notes`` (the report's)."""
+    text = f"{variable}={value!r} ignored: expected {expected}"
+    log.warning("%s", text, extra={IGNORED_SETTING: True})
+    if notes is not None:
+        notes.append(text)
+
+
+def probe_mode(environ=None, notes: Optional[list] = None) -> Optional[str]:
     """``DYNAMIC_BACKEND_PROBE``: "isolated", "in-process", or None when unset or invalid."""
     value = _environ(environ).get(PROBE)
     if value is None:
@@ -69,26 +79,24 @@ def probe_mode(environ=None) -> Optional[str]:
     mode = value.strip().lower()
     if mode in PROBE_MODES:
         return mode
-    _ignored(PROBE, value, "'isolated' or 'in-process'")
+    _ignored(PROBE, value, "'isolated' or 'in-process'", notes)
     return None
 
 
-def probe_timeout(environ=None) -> Optional[float]:
-    """``DYNAMIC_BACKEND_PROBE_TIMEOUT``: positive finite seconds, or None when unset or invalid."""
+def probe_timeout(environ=None, notes: Optional[list] = None) -> Optional[float]:
+    """``DYNAMIC_BACKEND_PROBE_TIMEOUT``: seconds as loader.timeouts allows them, or None when
+    unset or invalid."""
     value = _environ(environ).get(PROBE_TIMEOUT)
     if value is None:
         return None
     try:
-        seconds = float(value)
+        return timeouts.parse(value, PROBE_TIMEOUT)
     except ValueError:
-        seconds = math.nan
-    if not (math.isfinite(seconds) and seconds > 0):
-        _ignored(PROBE_TIMEOUT, value, "a positive, finite number of seconds")
+        _ignored(PROBE_TIMEOUT, value, timeouts.describe(), notes)
         return None
-    return seconds
 
 
-def load_mode(environ=None) -> Optional[str]:
+def load_mode(environ=None, notes: Optional[list] = None) -> Optional[str]:
     """``DYNAMIC_BACKEND_LOAD``: "eager", "deferred", or None when unset or invalid."""
     value = _environ(environ).get(LOAD)
     if value is None:
@@ -96,7 +104,7 @@ def load_mode(environ=None) -> Optional[str]:
     mode = value.strip().lower()
     if mode in LOAD_MODES:
         return mode
-    _ignored(LOAD, value, "'eager' or 'deferred'")
+    _ignored(LOAD, value, "'eager' or 'deferred'", notes)
     return None
 
 
@@ -113,7 +121,7 @@ def cache_directory(environ=None) -> Optional[str]:
     return os.path.join(base, "dynamic-backends")
 
 
-def strict_permissions(environ=None) -> Optional[bool]:
+def strict_permissions(environ=None, notes: Optional[list] = None) -> Optional[bool]:
     """``DYNAMIC_BACKEND_STRICT_PERMISSIONS``: True, False, or None when unset or invalid."""
     value = _environ(environ).get(STRICT_PERMISSIONS)
     if value is None:
@@ -123,7 +131,7 @@ def strict_permissions(environ=None) -> Optional[bool]:
         return True
     if flag in _FALSE:
         return False
-    _ignored(STRICT_PERMISSIONS, value, "1 or 0")
+    _ignored(STRICT_PERMISSIONS, value, "1 or 0", notes)
     return None
 
 
@@ -131,31 +139,56 @@ def strict_permissions(environ=None) -> Optional[bool]:
 _stderr_handler: Optional[logging.Handler] = None
 
 
+class _Threshold(logging.Filter):
+    """Passes records from ``level`` up, and every ignored setting whatever its level."""
+
+    def __init__(self, level: int):
+        super().__init__()
+        self.level = level
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.levelno >= self.level or getattr(record, IGNORED_SETTING, False)
+
+
 def log_to_stderr(level: int) -> None:
-    """Send the ``loader`` log from ``level`` up to stderr, one line per record, flushed as it is
-    written. There is never more than one such handler; calling again can only lower its level
-    (``-vvv`` on the command line and DYNAMIC_BACKEND_DEBUG=warning: the more verbose wins)."""
+    """Send the ``loader`` log from ``level`` up, and every ignored setting, to stderr, one line
+    per record, flushed as it is written. There is never more than one such handler; calling
+    again can only lower its level (``-vvv`` on the command line and DYNAMIC_BACKEND_DEBUG=warning:
+    the more verbose wins)."""
     global _stderr_handler
     if _stderr_handler is None:
         _stderr_handler = logging.StreamHandler(sys.stderr)
         _stderr_handler.setFormatter(logging.Formatter("loader %(levelname)s: %(message)s"))
-        _stderr_handler.setLevel(level)
+        _stderr_handler.addFilter(_Threshold(level))
         log.addHandler(_stderr_handler)
-    _stderr_handler.setLevel(min(level, _stderr_handler.level))
-    if log.level == logging.NOTSET or log.level > level:
-        log.setLevel(level)
+    threshold = _stderr_handler.filters[0]
+    threshold.level = min(level, threshold.level)
+    wanted = min(threshold.level, logging.WARNING)      # ignored settings are warnings
+    if log.level == logging.NOTSET or log.level > wanted:
+        log.setLevel(wanted)
 
 
-def apply_debug(environ=None) -> Optional[int]:
+_debug_warned: Optional[str] = None     # the bad DYNAMIC_BACKEND_DEBUG value already warned about
+
+
+def apply_debug(environ=None, notes: Optional[list] = None) -> Optional[int]:
     """Honour ``DYNAMIC_BACKEND_DEBUG`` (as the Vulkan loader honours ``VK_LOADER_DEBUG``): turn
-    on the ``loader`` log on stderr without any code in the host. Returns the level, or None."""
+    on the ``loader`` log on stderr without any code in the host. Returns the level, or None.
+    A bad value is warned about once per process, and noted in ``notes`` each time."""
+    global _debug_warned
     value = _environ(environ).get(DEBUG)
     if value is None or value.strip() == "" or value.strip() == "0":
         return None
     level = _DEBUG_LEVELS.get(value.strip().lower())
     if level is None:
-        log_to_stderr(logging.WARNING)
-        _ignored(DEBUG, value, "1, debug, info, warning or error")
+        expected = "1, debug, info, warning or error"
+        if _debug_warned == value:
+            if notes is not None:
+                notes.append(f"{DEBUG}={value!r} ignored: expected {expected}")
+        else:
+            _debug_warned = value
+            log_to_stderr(logging.WARNING)
+            _ignored(DEBUG, value, expected, notes)
         return None
     log_to_stderr(level)
     return level

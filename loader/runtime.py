@@ -6,12 +6,10 @@ registers, and closing one never touches another. A library stays mapped while i
 open or any backend created from it is alive.
 """
 import logging
-import math
-import numbers
 import threading
 from typing import Dict, List, Optional, Tuple
 
-from loader import _core, cache as _cache, environment, isolation
+from loader import _core, cache as _cache, environment, isolation, timeouts
 from loader import paths as _paths
 from loader.errors import BackendNotFoundError, MissingBackendsError, RuntimeClosedError
 from loader.filters import backend_filter
@@ -72,10 +70,11 @@ class Runtime:
                  probe_timeout: Optional[float] = None, strict_permissions: Optional[bool] = None,
                  select=None, disable=None, required_backends=(), load: Optional[str] = None,
                  backends=None):
-        environment.apply_debug()
+        self._notes: List[str] = []             # the report's notes: ignored settings, ...
+        environment.apply_debug(notes=self._notes)
         required = _required_ids(required_backends)
         wanted = None if backends is None else set(_required_ids(backends, "backends"))
-        self._settings = _settings(probe, probe_timeout, strict_permissions, load)
+        self._settings = _settings(probe, probe_timeout, strict_permissions, load, self._notes)
         strict = self._settings["strict_permissions"]
         self._lock = threading.RLock()
         self._closed = False
@@ -83,7 +82,6 @@ class Runtime:
         self._failed_deferred: Dict[str, Entry] = {}  # deferred id -> its entry, skipped at first use
         self._networks = None                   # loader.networks.execution.RuntimeNetworks, on first use
         self._search_paths = _paths.resolve_search_paths(dynamic_backends_path, strict)
-        self._notes: List[str] = []
         if any(p.source == _paths.COMPILED_IN for p in self._search_paths):
             note = _paths.compiled_in_note()
             if note:
@@ -293,12 +291,12 @@ def _required_ids(required, name: str = "required_backends") -> Tuple[str, ...]:
     return ids
 
 
-def _settings(probe, probe_timeout, strict_permissions, load=None) -> dict:
+def _settings(probe, probe_timeout, strict_permissions, load=None, notes=None) -> dict:
     """The probing and trust settings: explicit arguments, else the environment, else defaults;
-    with where each came from."""
+    with where each came from. Environment values that are ignored are added to ``notes``."""
     sources = {}
     if probe is None:
-        probe = environment.probe_mode()
+        probe = environment.probe_mode(notes=notes)
         sources["probe"] = environment.PROBE if probe is not None else DEFAULT
         probe = probe or "in-process"
     elif probe in environment.PROBE_MODES:
@@ -306,14 +304,14 @@ def _settings(probe, probe_timeout, strict_permissions, load=None) -> dict:
     else:
         raise ValueError(f"probe must be 'in-process' or 'isolated', not {probe!r}")
     if probe_timeout is None:
-        probe_timeout = environment.probe_timeout()
+        probe_timeout = environment.probe_timeout(notes=notes)
         sources["probe_timeout"] = environment.PROBE_TIMEOUT if probe_timeout else DEFAULT
         probe_timeout = probe_timeout or isolation.DEFAULT_TIMEOUT
     else:
-        probe_timeout = check_probe_timeout(probe_timeout)
+        probe_timeout = timeouts.check(probe_timeout, "probe_timeout")
         sources["probe_timeout"] = ARGUMENT
     if strict_permissions is None:
-        strict_permissions = environment.strict_permissions()
+        strict_permissions = environment.strict_permissions(notes=notes)
         sources["strict_permissions"] = (environment.STRICT_PERMISSIONS
                                          if strict_permissions is not None else DEFAULT)
         strict_permissions = bool(strict_permissions)
@@ -324,7 +322,7 @@ def _settings(probe, probe_timeout, strict_permissions, load=None) -> dict:
         raise TypeError(f"strict_permissions must be True or False, "
                         f"not {type(strict_permissions).__name__}")
     if load is None:
-        load = environment.load_mode()
+        load = environment.load_mode(notes=notes)
         sources["load"] = environment.LOAD if load is not None else DEFAULT
         load = load or "eager"
     elif load in environment.LOAD_MODES:
@@ -334,13 +332,3 @@ def _settings(probe, probe_timeout, strict_permissions, load=None) -> dict:
     return {"probe": probe,
             "probe_timeout": float(probe_timeout) if probe == "isolated" else None,
             "strict_permissions": strict_permissions, "load": load, "sources": sources}
-
-
-def check_probe_timeout(value) -> float:
-    """A probe timeout in seconds: a positive, finite real number (int, float, NumPy scalar)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"probe_timeout must be a number of seconds, not {type(value).__name__}")
-    if not (math.isfinite(value) and value > 0):
-        raise ValueError(f"probe_timeout must be a positive, finite number of seconds, "
-                         f"not {value!r}")
-    return float(value)

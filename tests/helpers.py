@@ -37,12 +37,15 @@ def scan(directory):
         return runtime.report
 
 
-def run_module(*args, env=None):
-    """``python -m loader ARGS`` in a child process, away from the source checkout."""
+def run_module(*args, env=None, env_extra=None, cwd="/"):
+    """``python -m loader ARGS`` in a child process, away from the source checkout (by default);
+    ``env_extra`` adds variables to this process's environment."""
     import subprocess
     import sys
+    if env_extra is not None:
+        env = {**(os.environ if env is None else env), **env_extra}
     return subprocess.run([sys.executable, "-m", "loader", *args], capture_output=True, text=True,
-                          timeout=120, cwd="/", env=env)
+                          timeout=120, cwd=cwd, env=env)
 
 
 def mapped(path):

@@ -7,6 +7,7 @@ import pytest
 
 import loader
 import mock_backends
+import reference_backend
 from helpers import entry_for, install_mock, install_reference, mapped, run_module, scan
 
 HOSTILE = mock_backends.HOSTILE_DIR
@@ -66,9 +67,47 @@ def test_isolated_probing_keeps_the_precise_reason_of_harmless_files(backend_dir
 def test_probe_options_are_checked():
     with pytest.raises(ValueError, match="probe"):
         loader.Runtime(probe="sandboxed")
-    with pytest.raises(ValueError, match="positive"):
+    with pytest.raises(ValueError, match="greater than 0"):
         loader.Runtime(probe="isolated", probe_timeout=0)
     assert run_module("scan", "--isolated", "--probe-timeout", "-1").returncode == 2
+
+
+# Waiting APIs refuse timeouts beyond about 2^31 ms (OverflowError): every timeout is bounded.
+@pytest.mark.parametrize("huge", [3e6, 1e300, 2**70])
+def test_a_huge_probe_timeout_is_refused_as_an_argument_and_an_option(huge):
+    with pytest.raises(ValueError, match="at most 86400"):
+        loader.Runtime(probe="isolated", probe_timeout=huge)
+    result = run_module("scan", "--probe-timeout", str(huge))
+    assert result.returncode == 2 and "at most 86400" in result.stderr
+
+
+def test_a_huge_probe_timeout_in_the_environment_is_ignored_with_a_warning(backend_dir):
+    install_reference(backend_dir)
+    env = {"DYNAMIC_BACKEND_PROBE_TIMEOUT": "3e6", "DYNAMIC_BACKEND_PROBE": "isolated"}
+    result = run_module("scan", "--json", "--path", str(backend_dir), env_extra=env)
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["registered"] == [reference_backend.BACKEND_ID]
+    assert report["settings"]["probe_timeout"] == 5.0
+    assert any("DYNAMIC_BACKEND_PROBE_TIMEOUT='3e6' ignored" in n for n in report["notes"])
+
+
+@pytest.mark.parametrize("variable, value", [
+    ("DYNAMIC_BACKEND_PROBE", "isolatd"), ("DYNAMIC_BACKEND_LOAD", "lazy"),
+    ("DYNAMIC_BACKEND_PROBE_TIMEOUT", "abc"), ("DYNAMIC_BACKEND_STRICT_PERMISSIONS", "yess"),
+    ("DYNAMIC_BACKEND_DEBUG", "2"),
+])
+def test_an_ignored_setting_is_on_stderr_without_verbose_and_in_the_notes(variable, value):
+    result = run_module("scan", env_extra={variable: value})
+    assert result.returncode == 0
+    line = f"{variable}={value!r} ignored"
+    assert result.stderr.count(line) == 1, result.stderr       # once, and without -v
+    report = json.loads(run_module("scan", "--json", env_extra={variable: value}).stdout)
+    assert [n for n in report["notes"] if line in n]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(variable, value)
+        with loader.Runtime() as runtime:
+            assert [n for n in runtime.report["notes"] if line in n]
 
 
 # -- filters ----------------------------------------------------------------------------------
