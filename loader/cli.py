@@ -11,7 +11,8 @@ import loader
 from loader import environment, timeouts
 from loader._core import is_valid_backend_filename
 from loader.networks.cli import add_network_commands
-from loader.paths import one_line
+from loader.errors import InvalidSearchPathError
+from loader.paths import command_line_path, one_line
 from loader.reasons import Reason
 from loader.runtime import Runtime
 from loader.versions import BACKEND_API_VERSION
@@ -26,8 +27,9 @@ def _scan(args) -> int:
     with Runtime(dynamic_backends_path=args.path, probe=probe, probe_timeout=args.probe_timeout,
                  strict_permissions=True if args.strict_permissions else None) as runtime:
         report = runtime.report
+        required = [b.strip() for option in args.require or () for b in option.split(",")]
         missing = {backend_id: runtime._why_missing(backend_id)
-                   for backend_id in dict.fromkeys(args.require or ())
+                   for backend_id in dict.fromkeys(b for b in required if b)
                    if backend_id not in report["registered"]}
     if args.candidates_only:
         report = candidates_only(report)
@@ -211,7 +213,13 @@ def _names(args) -> Iterable[bytes]:
         records = data.split(separator)
         if records and records[-1] == b"":  # the terminator of the last record
             records.pop()
-        yield from records
+        if args.null:                       # NUL-separated records are exact bytes
+            yield from records
+            continue
+        for record in records:              # a line: CRLF ends it too; a blank line is no name
+            record = record[:-1] if record.endswith(b"\r") else record
+            if record:
+                yield record
 
 
 def _check_name(args) -> int:
@@ -249,6 +257,15 @@ def _usage_error(args, message: str) -> None:
     args.parser_of_command.error(message)
 
 
+def _check_path_option(args) -> None:
+    """``--path``, when given, made absolute; a usage error when it is not a usable directory."""
+    if getattr(args, "path", None) is not None:
+        try:
+            args.path = command_line_path(args.path)
+        except InvalidSearchPathError as error:
+            _usage_error(args, str(error))
+
+
 def _verbosity(parser: argparse.ArgumentParser, dest: str) -> None:
     parser.add_argument("-v", "--verbose", action="count", default=0, dest=dest,
                         help="log skipped files (-v), registrations (-vv) and each file as it "
@@ -283,8 +300,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="one line per candidate backend (registered or skipped) and counts")
     scan.add_argument("--candidates-only", action="store_true",
                       help="leave out entries not named like a backend file (counted instead)")
-    scan.add_argument("--require", action="append", metavar="ID",
-                      help="exit 1, saying why, unless backend ID registered (repeatable)")
+    scan.add_argument("--require", action="append", metavar="ID[,ID...]",
+                      help="exit 1, saying why, unless each backend ID registered (repeatable, "
+                           "or comma-separated)")
     scan.add_argument("--isolated", action="store_true",
                       help="load each candidate in a child process first; skip those that crash, "
                            "exit or hang there (probe-crashed, probe-timeout). Use it when a "
@@ -326,6 +344,7 @@ def _configure_logging(verbosity: int) -> None:
 def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose + getattr(args, "command_verbose", 0))
+    _check_path_option(args)
     try:
         return args.handler(args)
     except BrokenPipeError:  # e.g. piped into `head`: not an error of ours

@@ -276,6 +276,21 @@ def validate_paths(paths: Sequence[SearchPath], warn: bool = True,
     return result
 
 
+def command_line_path(path: str) -> str:
+    """A directory the user typed on the command line (``--path``), made absolute against the
+    current directory, as a shell user expects (the environment variables keep their
+    absolute-only rule, as the dynamic linker's own do). Raises InvalidSearchPathError with the
+    reason when it is not a usable directory: a path named explicitly that cannot be scanned is
+    the user's mistake, not a scan that found nothing."""
+    absolute = os.path.abspath(path) if path else path
+    [checked] = validate_paths([SearchPath(absolute, source=OVERRIDE)], warn=False)
+    if not checked.valid:
+        shown = one_line(path) if path else "''"
+        raise InvalidSearchPathError(f"--path {shown}: {checked.reason.value} "
+                                     f"({one_line(checked.detail)})")
+    return absolute
+
+
 def resolve_search_paths(override=None, strict_permissions: bool = False) -> List[SearchPath]:
     """The effective search paths, each with its verdict."""
     return validate_paths(requested_paths(override), strict_permissions=strict_permissions)

@@ -8,7 +8,7 @@ import subprocess
 import pytest
 
 import reference_backend
-from helpers import install_mock, install_reference
+from helpers import install_mock, install_reference, run_module
 
 ENV_WITHOUT_PATHS = {k: v for k, v in os.environ.items() if not k.startswith("DYNAMIC_BACKEND_")}
 
@@ -47,14 +47,34 @@ def test_scan_table_explains_each_skip(backend_dir):
     assert "Registered: none" in result.stdout
 
 
-def test_scan_of_an_invalid_path_still_succeeds():
-    result = run("scan", "--path", "/does/not/exist", "--json")
-    assert result.returncode == 0
+@pytest.mark.parametrize("make, reason", [
+    (lambda tmp: "/does/not/exist", "not-found (no such directory)"),
+    (lambda tmp: str(tmp / "file"), "not-a-directory"),
+    (lambda tmp: "", "empty"),
+    (lambda tmp: "missing/relative", "not-found"),
+])
+def test_a_path_named_on_the_command_line_that_cannot_be_scanned_is_a_usage_error(
+        tmp_path, make, reason):
+    (tmp_path / "file").write_text("")
+    path = make(tmp_path)
+    for command in (["scan"], ["scan", "--json"], ["plan", "net.json"]):
+        result = run_module(*command, "--path", path, cwd=str(tmp_path))
+        assert result.returncode == 2, (command, result.stderr)
+        assert f"--path {path or repr('')}: {reason}" in result.stderr
+        assert result.stdout == ""
+
+
+def test_a_relative_path_on_the_command_line_is_taken_from_the_current_directory(tmp_path):
+    (tmp_path / "backends").mkdir()
+    install_reference(tmp_path / "backends")
+    result = run_module("scan", "--json", "--path", "backends", cwd=str(tmp_path))
+    assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
-    assert report["search_paths"] == [{"path": "/does/not/exist", "valid": False,
-                                       "reason": "not-found", "detail": "no such directory",
-                                       "source": "override"}]
-    assert report["entries"] == [] and report["registered"] == []
+    assert report["search_paths"][0]["path"] == str(tmp_path / "backends")
+    assert report["registered"] == ["CpuRef"]
+    dot = json.loads(run_module("scan", "--json", "--path", ".",
+                                cwd=str(tmp_path / "backends")).stdout)
+    assert dot["registered"] == ["CpuRef"]
 
 
 def test_scan_is_quiet_on_stderr_unless_asked(backend_dir):
@@ -169,6 +189,9 @@ def test_require_exits_1_naming_why_each_required_backend_is_missing(mixed_dir):
     assert len(errors) == 2
     assert "'MockMajorTooNew'" in errors[0] and "incompatible-version" in errors[0]
     assert "'AcmeNpu'" in errors[1] and "no file on the search paths" in errors[1]
+    listed = run("scan", "--require", "CpuRef,MockMajorTooNew", "--require", "AcmeNpu",
+                 "--path", str(mixed_dir))
+    assert listed.returncode == 1 and listed.stderr == result.stderr
 
 
 # -- probe options ----------------------------------------------------------------------------------
@@ -194,13 +217,13 @@ def test_probe_timeout_implies_isolated(backend_dir):
 def test_a_colon_separated_path_says_path_takes_one_directory(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.mkdir(), b.mkdir()
-    report = json.loads(run("scan", "--json", "--path", f"{a}:{b}").stdout)
-    [path] = report["search_paths"]
-    assert path["reason"] == "not-found"
-    assert "one directory" in path["detail"] and "DYNAMIC_BACKEND_PATHS" in path["detail"]
-    assert str(a) in path["detail"] and str(b) in path["detail"]
-    plain = json.loads(run("scan", "--json", "--path", f"{a}:/does/not/exist").stdout)
-    assert plain["search_paths"][0]["detail"] == "no such directory"
+    result = run("scan", "--json", "--path", f"{a}:{b}")
+    assert result.returncode == 2
+    assert "one directory" in result.stderr and "DYNAMIC_BACKEND_PATHS" in result.stderr
+    assert str(a) in result.stderr and str(b) in result.stderr
+    plain = run("scan", "--json", "--path", f"{a}:/does/not/exist")
+    assert plain.returncode == 2 and "(no such directory)" in plain.stderr
+    assert "one directory" not in plain.stderr
 
 
 def test_scan_shows_where_each_path_came_from(tmp_path):
@@ -298,6 +321,14 @@ def test_the_scan_listing_shows_a_name_holding_a_newline_on_one_line(tmp_path):
     table = run("scan", "--path", str(tmp_path)).stdout
     assert "  bad\\nname_backend.so  " in table
     assert not any(line.startswith("name_backend.so") for line in table.splitlines())
+
+
+def test_check_name_on_stdin_skips_blank_lines_and_reads_crlf_line_ends():
+    result = subprocess.run(["backend-loader", "check-name", "--with-names", "-"],
+                            input=b"Arm_Gpu_backend.so\r\n\r\n\nB_C_backend.so.1\r\nnope\r\n",
+                            capture_output=True, timeout=60)
+    assert result.stdout == b"valid\tArm_Gpu_backend.so\nvalid\tB_C_backend.so.1\ninvalid\tnope\n"
+    assert result.returncode == 1
 
 
 def test_null_without_stdin_is_a_usage_error():

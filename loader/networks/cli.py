@@ -16,7 +16,8 @@ def _backends(text):
 
 
 def _load(args):
-    """(runtime, loaded network) for the command's NETWORK, --backends and --path."""
+    """(runtime, loaded network) for the command's NETWORK, --backends and --path (checked by
+    the caller)."""
     from loader.networks.network import Network
     from loader.runtime import Runtime
     network = Network.load(args.network)
@@ -122,7 +123,7 @@ def add_network_commands(commands) -> None:
                       "(default: every registered backend)")
     plan.add_argument("--path", metavar="DIR", help="load backends from DIR only")
     plan.add_argument("--json", action="store_true", help="print the plan as JSON")
-    plan.set_defaults(handler=_plan)
+    plan.set_defaults(handler=_plan, parser_of_command=plan)
 
     run = commands.add_parser(
         "run", help="run a network on input arrays and write its outputs",
@@ -137,4 +138,4 @@ def add_network_commands(commands) -> None:
                      help="also write a Chrome trace of the run (Perfetto opens it)")
     run.add_argument("--output-dir", default=".", metavar="DIR",
                      help="where to write the outputs (default: the current directory)")
-    run.set_defaults(handler=_run)
+    run.set_defaults(handler=_run, parser_of_command=run)
