@@ -6,6 +6,8 @@ import threading
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import loader
 from conformance.network_reference import evaluate_network
@@ -127,6 +129,64 @@ def grouping(edges, backend_of):
     index = {layer.name: i for i, layer in enumerate(graph.layers)}
     groups = planning.group_layers(graph, {index[n]: b for n, b in backend_of.items()})
     return sorted(sorted(graph.layers[i].name for i in g) for g in groups)
+
+
+def _unit_graph_is_acyclic(graph, groups):
+    """Whether the graph with each group contracted to one node has no cycle."""
+    owner = {i: ("g", k) for k, g in enumerate(groups) for i in g}
+    node = lambda i: owner.get(i, ("l", i))  # noqa: E731
+    edges = {}
+    for i in range(len(graph.layers)):
+        for p in graph.predecessors[i]:
+            if node(p) != node(i):
+                edges.setdefault(node(p), set()).add(node(i))
+    state = {}
+
+    def visit(n):
+        state[n] = 1
+        for m in edges.get(n, ()):
+            if state.get(m) == 1 or (m not in state and not visit(m)):
+                return False
+        state[n] = 2
+        return True
+    return all(visit(n) for n in list(edges) if n not in state)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.integers(2, 14).flatmap(lambda n: st.tuples(
+    st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
+    st.lists(st.sampled_from("AB"), min_size=n, max_size=n))))
+def test_grouping_is_a_partition_into_connected_acyclic_maximal_subgraphs(case):
+    edges, backends = case
+    net = loader.Network()
+    net.add_input("x", (2,))
+    names = [f"l{i}" for i in range(len(backends))]
+    for i, name in enumerate(names):   # edges only go forward: the layer graph is a DAG
+        sources = sorted({names[a] for a, b in edges if a < b == i}) or ["x"]
+        net.add_layer("Activation", sources[:1], {"function": "relu"}, name=name) \
+            if len(sources) == 1 else net.add_layer("Addition", sources[:2], name=name)
+    graph = planning.Graph(net)
+    backend_of = dict(enumerate(backends))
+    groups = planning.group_layers(graph, backend_of)
+    assert sorted(i for g in groups for i in g) == list(range(len(backends)))
+    for g in groups:
+        assert len({backend_of[i] for i in g}) == 1
+        inside = set(g)                  # connected, ignoring direction
+        reached, stack = set(), [g[0]]
+        while stack:
+            i = stack.pop()
+            if i not in reached:
+                reached.add(i)
+                stack += [j for j in graph.predecessors[i] + graph.successors[i] if j in inside]
+        assert reached == inside
+    assert _unit_graph_is_acyclic(graph, groups)
+    # maximal: no two groups joined by an edge could merge without a cycle
+    for k, g in enumerate(groups):
+        for h in groups[k + 1:]:
+            if backend_of[g[0]] == backend_of[h[0]] and any(
+                    j in h for i in g for j in graph.successors[i] + graph.predecessors[i]):
+                merged = [x for x in groups if x is not g and x is not h] + [sorted(g + h)]
+                assert not _unit_graph_is_acyclic(graph, merged), (g, h)
 
 
 def test_a_b_c_with_a_and_c_on_one_backend_gives_three_subgraphs():

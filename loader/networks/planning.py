@@ -53,70 +53,101 @@ class Graph:
 def group_layers(graph: Graph, backend_of: Dict[int, str], fixed: Sequence[Sequence[int]] = ()):
     """Group the layers of ``backend_of`` (layer index -> backend id) into connected sub-graphs
     of one backend each, as large as possible without a cycle between sub-graphs. ``fixed`` are
-    groups of layers already planned (steps of earlier rounds): they never merge, but paths
-    through them count. Returns lists of layer indices, ordered by their first layer."""
-    unit = {}                                   # layer -> representative of its group
-    members: Dict[int, List[int]] = {}
-    for group in fixed:
-        rep = min(group)
-        for i in group:
-            unit[i] = rep
-        members[rep] = sorted(group)
-    for i in backend_of:
-        unit[i] = i
-        members[i] = [i]
+    groups of layers already planned (steps of earlier rounds): they never merge, and each runs
+    as one step, so a path into any of its layers and out of any other counts. Returns lists of
+    layer indices, ordered by their first layer.
+
+    Two groups joined by an edge merge unless a path leads from one to the other through a layer
+    (or step) outside both: merging them would make the sub-graphs depend on each other. The
+    search for such a path walks backwards from the later group and stops at anything earlier
+    in a topological order than the earlier group, so it stays local to the region between
+    them: planning a long chain is linear."""
+    units = _Units(graph, fixed)
+    parent = {i: i for i in backend_of}
+    members = {i: [i] for i in backend_of}
+    low = {i: units.pos[i] for i in backend_of}          # earliest position in the group
 
     def find(i):
-        return unit[i]
+        root = i
+        while parent[root] != root:
+            root = parent[root]
+        while parent[i] != root:
+            parent[i], i = root, parent[i]
+        return root
 
-    def reaches(start_units, target, skip_direct_from):
-        """Whether ``target`` is reachable from ``start_units`` walking unit successors, without
-        using a direct edge from ``skip_direct_from`` to ``target``."""
-        seen, stack = set(), list(start_units)
+    def group(unit):
+        return find(unit) if unit in parent else None
+
+    def path_around(a, b) -> bool:
+        """Whether a path leads from group ``a`` to group ``b`` through something outside both."""
+        floor, seen = low[a], set()
+        stack = [p for m in members[b] for p in units.preds[m] if group(p) not in (a, b)]
         while stack:
-            u = stack.pop()
-            if u in seen:
+            unit = stack.pop()
+            if unit in seen or units.pos[unit] < floor:
                 continue
-            seen.add(u)
-            for layer in members[u]:
-                for s in graph.successors[layer]:
-                    v = find(s) if s in unit else ("layer", s)
-                    if v == u:
-                        continue
-                    if v == target:
-                        if u == skip_direct_from:
-                            continue
-                        return True
-                    if v not in seen:
-                        stack.append(v)
+            seen.add(unit)
+            for p in units.preds[unit]:
+                owner = group(p)
+                if owner == a:
+                    return True
+                if owner != b and p not in seen:
+                    stack.append(p)
         return False
 
-    # Layers outside both the fixed groups and backend_of still carry paths.
-    for i in range(len(graph.layers)):
-        if i not in unit:
-            unit[i] = ("layer", i)
-            members[("layer", i)] = [i]
-
     changed = True
-    while changed:
+    while changed:                      # a merge can make an earlier refusal possible
         changed = False
-        for u_layer in sorted(backend_of):
-            for v_layer in graph.successors[u_layer]:
-                if v_layer not in backend_of or backend_of[v_layer] != backend_of[u_layer]:
+        for v in sorted(backend_of, key=units.pos.__getitem__):
+            for u in graph.predecessors[v]:
+                if backend_of.get(u) != backend_of[v]:
                     continue
-                a, b = find(u_layer), find(v_layer)
-                if a == b:
+                a, b = find(u), find(v)
+                if a == b or path_around(a, b):
                     continue
-                # a -> b directly; merging is safe iff no other path leads from a to b.
-                if reaches([a], b, skip_direct_from=a):
-                    continue
-                merged, gone = (a, b) if a < b else (b, a)
-                for layer in members[gone]:
-                    unit[layer] = merged
-                members[merged] = sorted(members[merged] + members.pop(gone))
+                if len(members[a]) < len(members[b]):
+                    a, b = b, a
+                parent[b] = a
+                members[a].extend(members.pop(b))
+                low[a] = min(low[a], low.pop(b))
                 changed = True
-    groups = {find(i) for i in backend_of}
-    return sorted((members[g] for g in groups), key=lambda g: g[0])
+    return sorted((sorted(m) for m in members.values()), key=lambda g: g[0])
+
+
+class _Units:
+    """The layer graph with each fixed group contracted to one unit (id ``len(layers) + k``):
+    ``preds`` of every unit, and ``pos``, its position in a topological order of the units."""
+
+    def __init__(self, graph: Graph, fixed: Sequence[Sequence[int]]):
+        n = len(graph.layers)
+        unit = list(range(n))
+        for k, group in enumerate(fixed):
+            for i in group:
+                unit[i] = n + k
+        count = n + len(fixed)
+        preds = [set() for _ in range(count)]
+        for i in range(n):
+            for p in graph.predecessors[i]:
+                if unit[p] != unit[i]:
+                    preds[unit[i]].add(unit[p])
+        self.preds = [list(p) for p in preds]
+        succs = [[] for _ in range(count)]
+        for u, ps in enumerate(self.preds):
+            for p in ps:
+                succs[p].append(u)
+        indegree = [len(p) for p in self.preds]
+        order = [u for u in range(count) if indegree[u] == 0 and (u < n and unit[u] == u or u >= n)]
+        pos = {}
+        for u in order:                             # Kahn's algorithm; `order` grows as it goes
+            pos[u] = len(pos)
+            for s in succs[u]:
+                indegree[s] -= 1
+                if indegree[s] == 0:
+                    order.append(s)
+        for i in range(n):                          # a layer of a fixed group sits at its unit
+            if unit[i] != i:
+                pos[i] = pos[unit[i]]
+        self.pos = pos
 
 
 # -- the sub-graph offered to a backend -------------------------------------------------------
@@ -198,8 +229,10 @@ def boundary(graph: Graph, layer_ids) -> Tuple[set, set]:
 
 
 def _leaves_and_returns(graph: Graph, chosen) -> bool:
-    """Whether a path leaves the layer set ``chosen`` and comes back into it."""
-    stack = [s for i in chosen for s in graph.successors[i] if s not in chosen]
+    """Whether a path leaves the layer set ``chosen`` and comes back into it. Layer indices are
+    a topological order, so such a path never passes a layer after the last one chosen."""
+    last = max(chosen)
+    stack = [s for i in chosen for s in graph.successors[i] if s not in chosen and s < last]
     seen = set()
     while stack:
         layer = stack.pop()
@@ -209,7 +242,8 @@ def _leaves_and_returns(graph: Graph, chosen) -> bool:
         for s in graph.successors[layer]:
             if s in chosen:
                 return True
-            stack.append(s)
+            if s < last:
+                stack.append(s)
     return False
 
 
@@ -283,28 +317,61 @@ def validate_views(graph: Graph, spec: SubgraphSpec, views: Views) -> None:
 
 
 def _substitution_cycle(graph: Graph, substitutions):
-    """Two substitutions (indices) with paths both ways between them, or None."""
-    owner = {i: k for k, ids in enumerate(substitutions) for i in ids}
-
-    def reached_from(k):
-        stack = [s for i in substitutions[k] for s in graph.successors[i] if owner.get(s) != k]
-        seen, hits = set(), set()
-        while stack:
-            layer = stack.pop()
-            if layer in seen:
-                continue
-            seen.add(layer)
-            if layer in owner and owner[layer] != k:
-                hits.add(owner[layer])
-            stack.extend(graph.successors[layer])
-        return hits
-
-    reach = [reached_from(k) for k in range(len(substitutions))]
-    for k, hits in enumerate(reach):
-        for j in hits:
-            if k in reach[j]:
-                return (min(k, j), max(k, j))
+    """Two substitutions (indices) with paths both ways between them, or None: the smallest
+    pair of a strongly connected component of the graph with each substitution contracted."""
+    n = len(graph.layers)
+    node = list(range(n))
+    for k, ids in enumerate(substitutions):
+        for i in ids:
+            node[i] = n + k
+    succs = [set() for _ in range(n + len(substitutions))]
+    for i in range(n):
+        for s in graph.successors[i]:
+            if node[s] != node[i]:
+                succs[node[i]].add(node[s])
+    for component in _strongly_connected(succs):
+        inside = sorted(c - n for c in component if c >= n)
+        if len(inside) > 1:
+            return inside[0], inside[1]
     return None
+
+
+def _strongly_connected(succs):
+    """The strongly connected components of more than one node (Tarjan's, without recursion)."""
+    index, low, on_stack, stack, found = {}, {}, set(), [], []
+    for root in range(len(succs)):
+        if root in index:
+            continue
+        work = [(root, iter(succs[root]))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            v, children = work[-1]
+            for w in children:
+                if w not in index:
+                    index[w] = low[w] = len(index)
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(succs[w])))
+                    break
+                if w in on_stack:
+                    low[v] = min(low[v], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[v])
+                if low[v] == index[v]:
+                    component = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        component.append(w)
+                        if w == v:
+                            break
+                    if len(component) > 1:
+                        found.append(component)
+    return found
 
 
 # -- rule 12.4: steps in execution order --------------------------------------------------------
@@ -387,7 +454,9 @@ class BufferPlan:
 def plan_buffers(steps: Sequence[Step], sizes: Dict[str, int], dynamic: set) -> BufferPlan:
     """Lifetimes: a tensor lives from the step that writes it to the last step that reads it.
     ``dynamic`` tensors (network inputs and outputs, constants) are bound elsewhere. Tensors
-    are placed largest first at the lowest offset free for their whole lifetime."""
+    are placed largest first at the lowest offset free for their whole lifetime; the tensors
+    already placed are looked up by the steps they live in, so a long network of short-lived
+    tensors plans in linear time."""
     first, last = {}, {}
     for k, step in enumerate(steps):
         for name in step.outputs:
@@ -401,20 +470,21 @@ def plan_buffers(steps: Sequence[Step], sizes: Dict[str, int], dynamic: set) -> 
     def aligned(n):
         return (n + ARENA_ALIGNMENT - 1) // ARENA_ALIGNMENT * ARENA_ALIGNMENT
 
-    placed: List[Tuple[int, int, int, int]] = []     # (offset, size, first, last)
-    offsets = {}
+    alive: List[List[Tuple[int, int]]] = [[] for _ in steps]     # step -> (offset, size) placed
+    offsets, arena = {}, 0
     for name in sorted(first, key=lambda n: (-sizes[n], first[n], n)):
         size = aligned(sizes[name])
-        overlapping = sorted((o, s) for o, s, f, l in placed
-                             if not (l < first[name] or last[name] < f))
+        overlapping = sorted({block for k in range(first[name], last[name] + 1)
+                              for block in alive[k]})
         offset = 0
         for o, s in overlapping:
             if offset + size <= o:
                 break
             offset = max(offset, o + s)
-        placed.append((offset, size, first[name], last[name]))
+        for k in range(first[name], last[name] + 1):
+            alive[k].append((offset, size))
         offsets[name] = offset
-    arena = max((o + s for o, s, _, _ in placed), default=0)
+        arena = max(arena, offset + size)
     return BufferPlan(offsets, arena, sum(aligned(sizes[n]) for n in first))
 
 
