@@ -69,6 +69,11 @@ def _shape(value, what) -> Tuple[int, ...]:
     if len(shape) > _layers.MAX_DIMENSIONS or any(v < 1 for v in shape):
         raise NetworkError(f"{what}: shape {list(shape)} must have at most "
                            f"{_layers.MAX_DIMENSIONS} dimensions, each at least 1")
+    count = 1
+    for v in shape:
+        count *= v
+    if count > _layers.MAX_ELEMENTS:
+        raise NetworkError(f"{what}: shape {list(shape)} has {count} elements, more than 2^40")
     return shape
 
 
@@ -82,6 +87,7 @@ class Network:
         self._constants: Dict[str, np.ndarray] = {}
         self._layers: List[Layer] = []
         self._outputs: Dict[str, str] = {}              # output name -> tensor name
+        self._unnamed: Dict[str, int] = {}              # layer type -> last number given
 
     # -- building ----------------------------------------------------------------------------
 
@@ -126,11 +132,12 @@ class Network:
         its output tensor."""
         layer_type = _layers.layer_type(type)       # UnknownLayerError
         if name is None:
-            count = sum(1 for layer in self._layers if layer.type == layer_type.name) + 1
+            count = self._unnamed.get(layer_type.name, 0) + 1
             name = f"{layer_type.name}_{count}"
             while name in self._tensors:
                 count += 1
                 name = f"{layer_type.name}_{count}"
+            self._unnamed[layer_type.name] = count
         name = self._claim(name, "layer")
         where = f"layer {name!r} ({layer_type.name})"
         if not isinstance(inputs, (list, tuple)):
