@@ -2,6 +2,7 @@
 import json
 
 import numpy as np
+import pytest
 
 from conformance.network_reference import evaluate_network
 from helpers import install_mock, install_reference, run_module
@@ -85,3 +86,31 @@ def test_the_network_example_splits_and_matches_numpy():
     assert result.returncode == 0, result.stdout + result.stderr
     assert "MockPartial  compiled  conv1 + relu1" in result.stdout
     assert "its optimizer failed the layer" in result.stdout
+
+
+@pytest.mark.parametrize("option, make, words", [
+    ("--profile", lambda tmp: str(tmp / "missing" / "t.json"), "the directory"),
+    ("--profile", lambda tmp: str(tmp), "is a directory"),
+    ("--output-dir", lambda tmp: str(tmp / "net.json"), "exists and is not a directory"),
+    ("--output-dir", lambda tmp: str(tmp / "net.json" / "out"), "cannot be created"),
+])
+def test_run_checks_where_it_will_write_before_loading_anything(tmp_path, option, make, words):
+    net = conv_network()
+    net.save(tmp_path / "net.json")
+    np.save(tmp_path / "x.npy", rand(1, 8, 8, 3))
+    result = run_module("run", str(tmp_path / "net.json"), "--input", f"x={tmp_path / 'x.npy'}",
+                        option, make(tmp_path), "--backends", "NoSuchBackend")
+    # a usage error about the path, not the unknown backend that loading would meet first
+    assert result.returncode == 2, result.stderr
+    assert f"{option} {make(tmp_path)}: {words}" in result.stderr
+    assert "does not exist" in result.stderr or "directory" in result.stderr
+    assert "NoSuchBackend" not in result.stderr
+
+
+def test_export_names_the_path_it_was_given(tmp_path):
+    import loader
+    with loader.Runtime() as runtime, runtime.load_network(conv_network(),
+                                                           backends=["CpuRef"]) as loaded:
+        with pytest.raises(loader.CompiledNetworkError) as raised:
+            loaded.export(tmp_path / "missing" / "net.compiled")
+    assert str(raised.value).startswith(str(tmp_path / "missing" / "net.compiled") + ":")

@@ -86,8 +86,46 @@ def _inputs(specs):
     return inputs
 
 
+def _check_outputs(args) -> None:
+    """What ``run`` will write, checked before anything is loaded: a usage error naming the
+    option and what is wrong with its path."""
+    problem = _unwritable_file(args.profile) if args.profile else None
+    if problem:
+        args.parser_of_command.error(f"--profile {args.profile}: {problem}")
+    problem = _unusable_directory(args.output_dir)
+    if problem:
+        args.parser_of_command.error(f"--output-dir {args.output_dir}: {problem}")
+
+
+def _unwritable_file(path):
+    if os.path.isdir(path):
+        return "is a directory; give a file name for the trace"
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        return f"the directory {directory} does not exist"
+    if not os.access(directory, os.W_OK | os.X_OK):
+        return f"the directory {directory} is not writable"
+    return None
+
+
+def _unusable_directory(path):
+    if os.path.exists(path):
+        if not os.path.isdir(path):
+            return "exists and is not a directory"
+        return None if os.access(path, os.W_OK | os.X_OK) else "is not writable"
+    parent = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(parent):
+        parent = os.path.dirname(parent)
+    if not os.path.isdir(parent):
+        return f"cannot be created: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"cannot be created: {parent} is not writable"
+    return None
+
+
 def _run(args) -> int:
     import numpy as np
+    _check_outputs(args)
     try:
         inputs = _inputs(args.input or [])
         runtime, loaded = _load(args)

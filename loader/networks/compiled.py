@@ -58,11 +58,20 @@ def write(path, network, plan, compiled_blobs: List[tuple], versions: Dict[str, 
     }
     encoded = json.dumps(header, separators=(",", ":")).encode("utf-8")
     body = b"".join([MAGIC, struct.pack("<Q", len(encoded)), encoded] + sections)
-    tmp = os.fspath(path) + ".tmp"
-    with open(tmp, "wb") as f:
-        f.write(body)
-        f.write(hashlib.sha256(body).digest())
-    os.replace(tmp, path)
+    where = os.fspath(path)
+    tmp = where + ".tmp"
+    try:
+        with open(tmp, "wb") as f:
+            f.write(body)
+            f.write(hashlib.sha256(body).digest())
+        os.replace(tmp, where)
+    except OSError as error:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise CompiledNetworkError(f"{where}: cannot write the compiled network: "
+                                   f"{error.strerror or error}") from None
 
 
 def read(path) -> dict:
