@@ -122,6 +122,10 @@ def __getattr__(name):
     raise AttributeError(f"module 'loader' has no attribute {name!r}")
 
 
+def __dir__():
+    return sorted(set(globals()) | {"LAYERS", "LoadedNetwork", "Network"})
+
+
 def get_include() -> str:
     """Directory holding ``backend_api.h``, for compiling a backend against this runtime."""
     return _os.path.join(_os.path.dirname(__file__), "include")

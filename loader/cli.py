@@ -158,7 +158,9 @@ def format_summary(report: dict) -> str:
 
 def _outcome(entry: dict) -> str:
     if entry["status"] == "registered":
-        return f"{entry['backend_id']} (Backend API {entry['version']})"
+        deferred = (", deferred: not opened yet, registered from the backend cache"
+                    if entry.get("deferred") else "")
+        return f"{entry['backend_id']} (Backend API {entry['version']}{deferred})"
     return f"{entry['reason']}: {entry['detail']}"
 
 

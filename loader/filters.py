@@ -28,6 +28,9 @@ def _globs(value, what: str) -> Tuple[str, ...]:
         return ()
     if isinstance(value, str):
         value = value.split(",")
+    elif not isinstance(value, (list, tuple, set, frozenset)):
+        raise TypeError(f"{what} must be a comma-separated string or a list of glob patterns, "
+                        f"not {type(value).__name__}")
     result = []
     for glob in value:
         if not isinstance(glob, str):

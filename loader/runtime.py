@@ -170,6 +170,9 @@ class Runtime:
 
     def create_backend(self, backend_id: str):
         """A new instance of a registered backend. It stays usable after the runtime closes."""
+        if not isinstance(backend_id, str):
+            raise TypeError(f"create_backend takes a backend id (str), not "
+                            f"{type(backend_id).__name__}")
         with self._lock:
             if self._closed:
                 raise RuntimeClosedError(

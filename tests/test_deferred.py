@@ -516,3 +516,13 @@ def test_concurrent_first_uses_load_a_deferred_backend_once(backend_dir, cache_d
         loads = [r for r in caplog.records if r.getMessage().startswith("loading ")]
         assert len(loads) == 1, "loaded more than once"
         assert runtime.report["entries"][0]["status"] == "registered"
+
+
+def test_the_scan_listing_says_a_deferred_backend_was_not_opened(backend_dir, cache_dir):
+    from helpers import run_module
+    install_reference(backend_dir)
+    env = {"XDG_CACHE_HOME": str(cache_dir.parent), "DYNAMIC_BACKEND_LOAD": "deferred"}
+    first = run_module("scan", "--path", str(backend_dir), env_extra=env).stdout
+    assert "not opened" not in first                       # loaded and recorded now
+    again = run_module("scan", "--path", str(backend_dir), env_extra=env).stdout
+    assert "CpuRef (Backend API 1.2, deferred: not opened yet" in again

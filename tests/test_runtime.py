@@ -437,3 +437,35 @@ def test_an_exit_while_loading_names_the_file(backend_dir, tmp_path):
     clean = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True,
                            text=True, timeout=60)
     assert clean.returncode == 0 and "exited" not in clean.stderr
+
+
+# -- arguments of the wrong type are TypeErrors that say what is expected ------------------------
+
+@pytest.mark.parametrize("make", [
+    lambda: loader.Runtime(select=5), lambda: loader.Runtime(disable=5),
+    lambda: loader.Runtime(backends=5), lambda: loader.Runtime(required_backends=5),
+])
+def test_a_runtime_argument_of_the_wrong_type_says_what_it_takes(make):
+    with pytest.raises(TypeError) as raised:
+        make()
+    assert "not iterable" not in str(raised.value)
+
+
+def test_create_backend_and_load_network_refuse_a_non_string_id():
+    net = loader.Network()
+    x = net.add_input("x", (1, 4))
+    net.add_output(net.add_layer("Activation", [x], {"function": "relu"}), "y")
+    with loader.Runtime() as runtime:
+        with pytest.raises(TypeError, match="backend id"):
+            runtime.create_backend(5)
+        with pytest.raises(TypeError, match="backend id"):
+            runtime.load_network(net, backends=5)
+        with pytest.raises(TypeError, match="backend id"):
+            runtime.load_network(net, backends=["CpuRef", 5])
+        with runtime.load_network(net, backends=(b for b in ["CpuRef"])) as loaded:
+            assert repr(loaded) == f"<LoadedNetwork {loaded.id}: 1 layer in 1 step on CpuRef>"
+        assert repr(loaded).endswith(" unloaded>")
+
+
+def test_dir_of_the_package_lists_what_it_provides_lazily():
+    assert {"Network", "LoadedNetwork", "LAYERS", "Runtime"} <= set(dir(loader))

@@ -98,6 +98,13 @@ class LoadedNetwork:
             backend_ids = registered
         if isinstance(backend_ids, str):
             backend_ids = [b.strip() for b in backend_ids.split(",") if b.strip()]
+        try:
+            backend_ids = list(backend_ids)
+        except TypeError:
+            backend_ids = None
+        if backend_ids is None or not all(isinstance(b, str) for b in backend_ids):
+            raise TypeError(f"backends must be a backend id, a comma-separated string or a "
+                            f"list of ids (str)") from None
         backend_ids = list(dict.fromkeys(backend_ids))
         for backend_id in backend_ids:
             if backend_id not in registered:
@@ -358,5 +365,9 @@ class LoadedNetwork:
         return self._plan.report()
 
     def __repr__(self):
-        state = "unloaded" if self._unloaded else f"{len(self.plan)} steps"
-        return f"<LoadedNetwork {self.id} {state}>"
+        layers = len(self.network.layers)
+        steps = len(self.plan)
+        backends = ", ".join(dict.fromkeys(step.backend for step in self.plan))
+        state = " unloaded" if self._unloaded else ""
+        return (f"<LoadedNetwork {self.id}: {layers} layer{'s' * (layers != 1)} in {steps} "
+                f"step{'s' * (steps != 1)} on {backends}{state}>")
