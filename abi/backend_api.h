@@ -51,7 +51,7 @@ extern "C" {
 
 /* The Backend API version this header describes. */
 #define BACKEND_API_VERSION_MAJOR 1
-#define BACKEND_API_VERSION_MINOR 2
+#define BACKEND_API_VERSION_MINOR 3
 
 /* Longest backend id a runtime accepts, in bytes, not counting the NUL. */
 #define BACKEND_ID_MAX_LENGTH 256
@@ -59,11 +59,23 @@ extern "C" {
 /* Most dimensions a tensor may have. */
 #define BACKEND_MAX_DIMENSIONS 8
 
+/* Most dimensions a tensor of a layer type added in 1.3 may have (the
+   convolution and pooling family keep rank 4). */
+#define BACKEND_MAX_LAYER_RANK 6
+
 /* Marks a symbol a backend exports to the runtime. */
 #if defined(__GNUC__)
 #define BACKEND_EXPORT __attribute__((visibility("default")))
 #else
 #define BACKEND_EXPORT
+#endif
+
+/* An anonymous union (C11, C++, and GNU C in every mode; the keyword keeps
+   -std=c99 -pedantic quiet). */
+#if defined(__GNUC__)
+#define BACKEND_ANONYMOUS_UNION __extension__
+#else
+#define BACKEND_ANONYMOUS_UNION
 #endif
 
 /* Size of a struct at a given version: offset of its last member plus that
@@ -114,14 +126,26 @@ typedef struct BackendTensorInfo {
 #define BACKEND_TENSOR_INFO_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendTensorInfo, dimensions)
 
 /* A buffer handed to a workload for one execution. Borrowed: valid only for
-   the duration of the call. */
+   the duration of the call. Arrays of buffers are passed with the stride of
+   this struct, so it never grows. A backend never writes an input buffer. */
 typedef struct BackendBuffer {
     uint32_t struct_size;
-    uint32_t reserved;                    /* zero */
+    BACKEND_ANONYMOUS_UNION union {
+        uint32_t reserved;                /* 1.1, 1.2: zero */
+        uint32_t flags;                   /* 1.3: BACKEND_BUFFER_* bits */
+    };
     void *data;                           /* borrowed; at least size_bytes long */
     uint64_t size_bytes;
     /* Append new members at the end only. */
 } BackendBuffer;
+
+/* Backend API 1.3: the buffer's memory may be read-only, so writing it may
+   fault. A runtime sets it on input buffers holding network constants and
+   on arrays its caller marked read-only. (No backend writes an input buffer
+   in any case; the bit tells one that wants to run a layer in place that it
+   must not reuse this input's memory for its output.) Runtimes before 1.3
+   set no bit. */
+#define BACKEND_BUFFER_READ_ONLY 0x1u
 
 #define BACKEND_BUFFER_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendBuffer, size_bytes)
 
@@ -142,13 +166,70 @@ typedef uint32_t BackendLayerType;
 #define BACKEND_LAYER_POOLING2D                6 /* inputs: x; BackendPooling2dDescriptor */
 #define BACKEND_LAYER_SOFTMAX                  7 /* inputs: x; BackendSoftmaxDescriptor */
 #define BACKEND_LAYER_RESHAPE                  8 /* inputs: x; no descriptor (the output info is the shape) */
-#define BACKEND_LAYER_TYPE_COUNT               9
 
-#define BACKEND_ACTIVATION_RELU         0 /* max(0, x) */
-#define BACKEND_ACTIVATION_BOUNDED_RELU 1 /* min(a, max(b, x)) */
-#define BACKEND_ACTIVATION_SIGMOID      2
-#define BACKEND_ACTIVATION_TANH         3
-#define BACKEND_ACTIVATION_LEAKY_RELU   4 /* x > 0 ? x : a * x */
+/* ---- Backend API 1.3 ----
+
+   Layer types a runtime offers only to backends built against 1.3 or later.
+   Their tensors have rank 1 to BACKEND_MAX_LAYER_RANK. Where ONNX defines an
+   operator of the same meaning, its semantics, defaults and edge cases apply
+   (broadcasting, rounding, coordinate transforms). Every axis, index and
+   count in their descriptors is resolved by the runtime: axes are
+   non-negative and below the rank, slice bounds are clamped, so a backend
+   computes without re-deriving ONNX's conventions, but it still checks every
+   value against the tensor infos it is given.
+
+   1.3 also appends members to the descriptors of Convolution2d, Pooling2d
+   and Softmax. A runtime never hands a backend built against an earlier
+   minor version a 1.3 layer type, nor a descriptor whose 1.3 members differ
+   from the defaults written beside them (the behaviour before they existed),
+   since such a backend cannot read them. A backend built against 1.3 reads a
+   1.3 member only when the descriptor's struct_size covers it
+   (BACKEND_STRUCT_HAS), and otherwise takes that default. */
+#define BACKEND_LAYER_SUBTRACTION             9 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_DIVISION               10 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_MAXIMUM                11 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_MINIMUM                12 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_POWER                  13 /* inputs: a, b (broadcasting); no descriptor */
+#define BACKEND_LAYER_ELEMENTWISE_UNARY      14 /* inputs: x; BackendElementwiseUnaryDescriptor */
+#define BACKEND_LAYER_PRELU                  15 /* inputs: x, slope (broadcast to x); no descriptor */
+#define BACKEND_LAYER_CONCATENATION          16 /* inputs: x1 .. xn (n >= 1); BackendConcatenationDescriptor */
+#define BACKEND_LAYER_SLICE                  17 /* inputs: x; BackendSliceDescriptor */
+#define BACKEND_LAYER_TRANSPOSE              18 /* inputs: x; BackendTransposeDescriptor */
+#define BACKEND_LAYER_PAD                    19 /* inputs: x; BackendPadDescriptor */
+#define BACKEND_LAYER_RESIZE                 20 /* inputs: x [N, H, W, C]; BackendResizeDescriptor */
+#define BACKEND_LAYER_REDUCE                 21 /* inputs: x; BackendReduceDescriptor */
+#define BACKEND_LAYER_BATCH_NORMALIZATION    22 /* inputs: x, mean, variance, scale, bias; BackendBatchNormalizationDescriptor */
+#define BACKEND_LAYER_LAYER_NORMALIZATION    23 /* inputs: x, scale[, bias]; BackendLayerNormalizationDescriptor */
+#define BACKEND_LAYER_MAT_MUL                24 /* inputs: a, b (NumPy matmul); no descriptor */
+#define BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D 25 /* inputs: x, w[, bias]; BackendTransposeConvolution2dDescriptor */
+
+/* Number of layer types at each version. BACKEND_LAYER_TYPE_COUNT keeps the
+   value it had in 1.1 (a macro that changed value would change the meaning
+   of code compiled against it, such as a table of names sized by it). */
+#define BACKEND_LAYER_TYPE_COUNT               9
+#define BACKEND_LAYER_TYPE_COUNT_1_2           9
+#define BACKEND_LAYER_TYPE_COUNT_1_3          26
+
+/* Activation functions. f(x) with the descriptor's parameters a and b. */
+#define BACKEND_ACTIVATION_RELU              0 /* max(0, x) */
+#define BACKEND_ACTIVATION_BOUNDED_RELU      1 /* min(a, max(b, x)) */
+#define BACKEND_ACTIVATION_SIGMOID           2 /* 1 / (1 + exp(-x)) */
+#define BACKEND_ACTIVATION_TANH              3
+#define BACKEND_ACTIVATION_LEAKY_RELU        4 /* x > 0 ? x : a * x */
+/* Backend API 1.3 */
+#define BACKEND_ACTIVATION_ELU               5 /* x > 0 ? x : a * (exp(x) - 1) */
+#define BACKEND_ACTIVATION_SELU              6 /* b * (x > 0 ? x : a * (exp(x) - 1)) */
+#define BACKEND_ACTIVATION_HARD_SIGMOID      7 /* max(0, min(1, a * x + b)) */
+#define BACKEND_ACTIVATION_HARD_SWISH        8 /* x * max(0, min(1, x / 6 + 1/2)) */
+#define BACKEND_ACTIVATION_SWISH             9 /* x / (1 + exp(-a * x)) */
+#define BACKEND_ACTIVATION_GELU             10 /* x / 2 * (1 + erf(x / sqrt(2))) */
+#define BACKEND_ACTIVATION_GELU_TANH        11 /* x / 2 * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 x^3))) */
+#define BACKEND_ACTIVATION_SOFTPLUS         12 /* log(1 + exp(x)) */
+#define BACKEND_ACTIVATION_SOFTSIGN         13 /* x / (1 + |x|) */
+#define BACKEND_ACTIVATION_CLIP             14 /* min(b, max(a, x)) */
+#define BACKEND_ACTIVATION_CELU             15 /* max(0, x) + min(0, a * (exp(x / a) - 1)) */
+#define BACKEND_ACTIVATION_THRESHOLDED_RELU 16 /* x > a ? x : 0 */
+#define BACKEND_ACTIVATION_MISH             17 /* x * tanh(log(1 + exp(x))) */
 
 typedef struct BackendActivationDescriptor {
     uint32_t struct_size;
@@ -165,19 +246,25 @@ typedef struct BackendFullyConnectedDescriptor {
     /* Append new members at the end only. */
 } BackendFullyConnectedDescriptor;
 
-/* Used by Convolution2d (w [O, kH, kW, C]) and DepthwiseConvolution2d
-   (w [1, kH, kW, C * multiplier]). */
+/* Used by Convolution2d (w [O, kH, kW, C / groups]) and
+   DepthwiseConvolution2d (w [1, kH, kW, C * multiplier]). */
 typedef struct BackendConvolution2dDescriptor {
     uint32_t struct_size;
     uint32_t stride_y, stride_x;          /* >= 1 */
     uint32_t pad_top, pad_bottom, pad_left, pad_right;
     uint32_t dilation_y, dilation_x;      /* >= 1 */
     uint32_t bias_enabled;                /* 1: a third input, bias [O] */
+    /* ---- Backend API 1.3 ---- */
+    /* Convolution2d: the input channels C and the outputs O split into
+       `groups` equal groups; output group g reads input group g only.
+       1 before 1.3, and always for DepthwiseConvolution2d. */
+    uint32_t groups;
     /* Append new members at the end only. */
 } BackendConvolution2dDescriptor;
 
 #define BACKEND_POOLING_MAX     0
-#define BACKEND_POOLING_AVERAGE 1         /* padding is excluded from the average */
+#define BACKEND_POOLING_AVERAGE 1         /* padding is excluded unless count_include_pad */
+#define BACKEND_POOLING_L2      2         /* 1.3: sqrt of the sum of squares; padding adds 0 */
 
 typedef struct BackendPooling2dDescriptor {
     uint32_t struct_size;
@@ -185,12 +272,21 @@ typedef struct BackendPooling2dDescriptor {
     uint32_t kernel_y, kernel_x;          /* >= 1 */
     uint32_t stride_y, stride_x;          /* >= 1 */
     uint32_t pad_top, pad_bottom, pad_left, pad_right; /* each < the kernel extent */
+    /* ---- Backend API 1.3 (before: 0, 0, 1, 1) ---- */
+    /* 1: the output size rounds up, as ONNX's ceil_mode; a window that would
+       start in the bottom or right padding is not made. */
+    uint32_t ceil_mode;
+    uint32_t count_include_pad;           /* average: 1 counts padded positions */
+    uint32_t dilation_y, dilation_x;      /* >= 1 */
     /* Append new members at the end only. */
 } BackendPooling2dDescriptor;
 
 typedef struct BackendSoftmaxDescriptor {
     uint32_t struct_size;
-    float beta;                           /* over the last axis */
+    float beta;                           /* exp(beta * x), normalized */
+    /* ---- Backend API 1.3 (before: the last axis, 0) ---- */
+    uint32_t axis;                        /* the axis normalized over, < rank */
+    uint32_t log;                         /* 1: LogSoftmax, the log of the result */
     /* Append new members at the end only. */
 } BackendSoftmaxDescriptor;
 
@@ -200,10 +296,192 @@ typedef struct BackendSoftmaxDescriptor {
     BACKEND_STRUCT_SIZE_THROUGH(BackendFullyConnectedDescriptor, bias_enabled)
 #define BACKEND_CONVOLUTION2D_DESCRIPTOR_SIZE_1_1 \
     BACKEND_STRUCT_SIZE_THROUGH(BackendConvolution2dDescriptor, bias_enabled)
+#define BACKEND_CONVOLUTION2D_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendConvolution2dDescriptor, groups)
 #define BACKEND_POOLING2D_DESCRIPTOR_SIZE_1_1 \
     BACKEND_STRUCT_SIZE_THROUGH(BackendPooling2dDescriptor, pad_right)
+#define BACKEND_POOLING2D_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendPooling2dDescriptor, dilation_x)
 #define BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_1 \
     BACKEND_STRUCT_SIZE_THROUGH(BackendSoftmaxDescriptor, beta)
+#define BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendSoftmaxDescriptor, log)
+
+/* ---- Descriptors of the layer types of Backend API 1.3 ---- */
+
+#define BACKEND_UNARY_ABS         0
+#define BACKEND_UNARY_NEG         1
+#define BACKEND_UNARY_EXP         2
+#define BACKEND_UNARY_LOG         3
+#define BACKEND_UNARY_SQRT        4
+#define BACKEND_UNARY_RSQRT       5       /* 1 / sqrt(x) */
+#define BACKEND_UNARY_RECIPROCAL  6
+#define BACKEND_UNARY_FLOOR       7
+#define BACKEND_UNARY_CEIL        8
+#define BACKEND_UNARY_ROUND       9       /* half to even */
+#define BACKEND_UNARY_SIN        10
+#define BACKEND_UNARY_COS        11
+#define BACKEND_UNARY_ERF        12
+#define BACKEND_UNARY_SIGN       13       /* -1, 0 or 1 (NaN stays NaN) */
+#define BACKEND_UNARY_TAN        14
+#define BACKEND_UNARY_ASIN       15
+#define BACKEND_UNARY_ACOS       16
+#define BACKEND_UNARY_ATAN       17
+#define BACKEND_UNARY_SINH       18
+#define BACKEND_UNARY_COSH       19
+#define BACKEND_UNARY_ASINH      20
+#define BACKEND_UNARY_ACOSH      21
+#define BACKEND_UNARY_ATANH      22
+
+typedef struct BackendElementwiseUnaryDescriptor {
+    uint32_t struct_size;
+    uint32_t function;                    /* BACKEND_UNARY_* */
+    /* Append new members at the end only. */
+} BackendElementwiseUnaryDescriptor;
+
+/* The inputs have the output's rank and equal dimensions except along
+   `axis`, where the output's is their sum. */
+typedef struct BackendConcatenationDescriptor {
+    uint32_t struct_size;
+    uint32_t axis;                        /* < rank */
+    /* Append new members at the end only. */
+} BackendConcatenationDescriptor;
+
+/* Output element i along axis d reads input index begin[d] + i * step[d];
+   the runtime has clamped ONNX's bounds so that every index read lies
+   inside the input (for the output's extent along d, in its info). */
+typedef struct BackendSliceDescriptor {
+    uint32_t struct_size;
+    uint32_t reserved;                    /* zero */
+    int64_t begin[BACKEND_MAX_DIMENSIONS]; /* first rank entries: 0 <= begin[d] < input dim */
+    int64_t step[BACKEND_MAX_DIMENSIONS];  /* first rank entries: non-zero */
+    /* Append new members at the end only. */
+} BackendSliceDescriptor;
+
+/* Output dimension d is input dimension perm[d]. */
+typedef struct BackendTransposeDescriptor {
+    uint32_t struct_size;
+    uint32_t perm[BACKEND_MAX_DIMENSIONS]; /* first rank entries: a permutation of 0 .. rank-1 */
+    /* Append new members at the end only. */
+} BackendTransposeDescriptor;
+
+#define BACKEND_PAD_CONSTANT 0            /* the new elements are `value` */
+#define BACKEND_PAD_REFLECT  1            /* mirrored without repeating the edge; pads < dim */
+#define BACKEND_PAD_EDGE     2            /* the edge element repeated */
+
+/* Output dimension d is input dimension + pad_begin[d] + pad_end[d]; a
+   negative pad removes elements, as in ONNX. */
+typedef struct BackendPadDescriptor {
+    uint32_t struct_size;
+    uint32_t mode;                        /* BACKEND_PAD_* */
+    float value;                          /* BACKEND_PAD_CONSTANT */
+    uint32_t reserved;                    /* zero */
+    int64_t pad_begin[BACKEND_MAX_DIMENSIONS]; /* first rank entries */
+    int64_t pad_end[BACKEND_MAX_DIMENSIONS];
+    /* Append new members at the end only. */
+} BackendPadDescriptor;
+
+#define BACKEND_RESIZE_NEAREST 0
+#define BACKEND_RESIZE_LINEAR  1
+#define BACKEND_RESIZE_CUBIC   2
+
+/* ONNX's coordinate_transformation_mode: where output pixel x lies in the
+   input, from the scale (output / input extent) and the two extents. */
+#define BACKEND_RESIZE_HALF_PIXEL           0 /* (x + 0.5) / scale - 0.5 */
+#define BACKEND_RESIZE_HALF_PIXEL_SYMMETRIC 1
+#define BACKEND_RESIZE_PYTORCH_HALF_PIXEL   2 /* output extent 1: 0; else as half_pixel */
+#define BACKEND_RESIZE_ALIGN_CORNERS        3 /* x * (in - 1) / (out - 1); output extent 1: 0 */
+#define BACKEND_RESIZE_ASYMMETRIC           4 /* x / scale */
+#define BACKEND_RESIZE_TF_HALF_PIXEL_FOR_NN 5 /* (x + 0.5) / scale */
+
+/* ONNX's nearest_mode: how a coordinate becomes an index for NEAREST. */
+#define BACKEND_RESIZE_ROUND_PREFER_FLOOR 0
+#define BACKEND_RESIZE_ROUND_PREFER_CEIL  1
+#define BACKEND_RESIZE_FLOOR              2
+#define BACKEND_RESIZE_CEIL               3
+
+/* Resizes H and W of an NHWC tensor to the output's. */
+typedef struct BackendResizeDescriptor {
+    uint32_t struct_size;
+    uint32_t mode;                        /* BACKEND_RESIZE_NEAREST, _LINEAR, _CUBIC */
+    uint32_t coordinate_transformation;   /* BACKEND_RESIZE_HALF_PIXEL, ... */
+    uint32_t nearest_mode;                /* BACKEND_RESIZE_ROUND_PREFER_FLOOR, ... */
+    /* The scales the coordinate transform uses, > 0: output / input extent
+       unless the model gave others (ONNX's `scales`). */
+    float scale_y, scale_x;
+    float cubic_coeff_a;                  /* CUBIC: -0.75 unless given */
+    uint32_t exclude_outside;             /* CUBIC: 1 drops weights outside the input */
+    /* Append new members at the end only. */
+} BackendResizeDescriptor;
+
+#define BACKEND_REDUCE_MEAN        0
+#define BACKEND_REDUCE_SUM         1
+#define BACKEND_REDUCE_MAX         2
+#define BACKEND_REDUCE_MIN         3
+#define BACKEND_REDUCE_PROD        4
+#define BACKEND_REDUCE_L1          5      /* sum of |x| */
+#define BACKEND_REDUCE_L2          6      /* sqrt of the sum of x^2 */
+#define BACKEND_REDUCE_SUM_SQUARE  7
+#define BACKEND_REDUCE_LOG_SUM_EXP 8
+
+typedef struct BackendReduceDescriptor {
+    uint32_t struct_size;
+    uint32_t function;                    /* BACKEND_REDUCE_* */
+    uint32_t axes;                        /* bit d set: axis d is reduced; at least one bit */
+    uint32_t keep_dims;                   /* 1: reduced axes stay, of extent 1 */
+    /* Append new members at the end only. */
+} BackendReduceDescriptor;
+
+/* Inference: (x - mean) / sqrt(variance + epsilon) * scale + bias, the
+   four of shape [C] applied along the last axis. */
+typedef struct BackendBatchNormalizationDescriptor {
+    uint32_t struct_size;
+    float epsilon;                        /* > 0 */
+    /* Append new members at the end only. */
+} BackendBatchNormalizationDescriptor;
+
+/* Normalizes over the axes from `axis` to the last (mean and biased
+   variance), then scale (and bias) of those axes' shape. */
+typedef struct BackendLayerNormalizationDescriptor {
+    uint32_t struct_size;
+    uint32_t axis;                        /* < rank */
+    float epsilon;                        /* > 0 */
+    uint32_t bias_enabled;                /* 1: a third input, bias */
+    /* Append new members at the end only. */
+} BackendLayerNormalizationDescriptor;
+
+/* x [N, H, W, C], w [C, kH, kW, O / groups], bias [O]. The output extent is
+   stride * (in - 1) + output_padding + (kernel - 1) * dilation + 1
+   - pad_begin - pad_end, as ONNX's ConvTranspose. */
+typedef struct BackendTransposeConvolution2dDescriptor {
+    uint32_t struct_size;
+    uint32_t stride_y, stride_x;          /* >= 1 */
+    uint32_t pad_top, pad_bottom, pad_left, pad_right;
+    uint32_t output_padding_y, output_padding_x; /* < stride or dilation */
+    uint32_t dilation_y, dilation_x;      /* >= 1 */
+    uint32_t groups;                      /* >= 1, divides C and O */
+    uint32_t bias_enabled;                /* 1: a third input, bias [O] */
+    /* Append new members at the end only. */
+} BackendTransposeConvolution2dDescriptor;
+
+#define BACKEND_ELEMENTWISE_UNARY_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendElementwiseUnaryDescriptor, function)
+#define BACKEND_CONCATENATION_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendConcatenationDescriptor, axis)
+#define BACKEND_SLICE_DESCRIPTOR_SIZE_1_3 BACKEND_STRUCT_SIZE_THROUGH(BackendSliceDescriptor, step)
+#define BACKEND_TRANSPOSE_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendTransposeDescriptor, perm)
+#define BACKEND_PAD_DESCRIPTOR_SIZE_1_3 BACKEND_STRUCT_SIZE_THROUGH(BackendPadDescriptor, pad_end)
+#define BACKEND_RESIZE_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendResizeDescriptor, exclude_outside)
+#define BACKEND_REDUCE_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendReduceDescriptor, keep_dims)
+#define BACKEND_BATCH_NORMALIZATION_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendBatchNormalizationDescriptor, epsilon)
+#define BACKEND_LAYER_NORMALIZATION_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendLayerNormalizationDescriptor, bias_enabled)
+#define BACKEND_TRANSPOSE_CONVOLUTION2D_DESCRIPTOR_SIZE_1_3 \
+    BACKEND_STRUCT_SIZE_THROUGH(BackendTransposeConvolution2dDescriptor, bias_enabled)
 
 /* Everything a backend is told about one layer. Borrowed: every pointer is
    valid only for the duration of the call it is passed to; a backend that
@@ -720,6 +998,8 @@ struct BackendInstance {
 #define BACKEND_INSTANCE_SIZE_1_0 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, destroy)
 #define BACKEND_INSTANCE_SIZE_1_1 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, use_custom_allocator)
 #define BACKEND_INSTANCE_SIZE_1_2 BACKEND_STRUCT_SIZE_THROUGH(BackendInstance, load_compiled_subgraph)
+/* 1.3 added layer types and descriptor members, no member of the instance. */
+#define BACKEND_INSTANCE_SIZE_1_3 BACKEND_INSTANCE_SIZE_1_2
 
 /* ========================================================================
  * Entry points

@@ -9,6 +9,7 @@ cdef extern from "backend_api.h" nogil:
         BACKEND_API_VERSION_MINOR
         BACKEND_ID_MAX_LENGTH
         BACKEND_MAX_DIMENSIONS
+        BACKEND_MAX_LAYER_RANK
 
     ctypedef int32_t BackendStatus
     enum:
@@ -33,8 +34,12 @@ cdef extern from "backend_api.h" nogil:
     ctypedef struct BackendBuffer:
         uint32_t struct_size
         uint32_t reserved
+        uint32_t flags              # the same member as reserved (an anonymous union)
         void *data
         uint64_t size_bytes
+
+    enum:
+        BACKEND_BUFFER_READ_ONLY
 
     ctypedef uint32_t BackendLayerType
     enum:
@@ -47,7 +52,26 @@ cdef extern from "backend_api.h" nogil:
         BACKEND_LAYER_POOLING2D
         BACKEND_LAYER_SOFTMAX
         BACKEND_LAYER_RESHAPE
+        BACKEND_LAYER_SUBTRACTION
+        BACKEND_LAYER_DIVISION
+        BACKEND_LAYER_MAXIMUM
+        BACKEND_LAYER_MINIMUM
+        BACKEND_LAYER_POWER
+        BACKEND_LAYER_ELEMENTWISE_UNARY
+        BACKEND_LAYER_PRELU
+        BACKEND_LAYER_CONCATENATION
+        BACKEND_LAYER_SLICE
+        BACKEND_LAYER_TRANSPOSE
+        BACKEND_LAYER_PAD
+        BACKEND_LAYER_RESIZE
+        BACKEND_LAYER_REDUCE
+        BACKEND_LAYER_BATCH_NORMALIZATION
+        BACKEND_LAYER_LAYER_NORMALIZATION
+        BACKEND_LAYER_MAT_MUL
+        BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D
         BACKEND_LAYER_TYPE_COUNT
+        BACKEND_LAYER_TYPE_COUNT_1_2
+        BACKEND_LAYER_TYPE_COUNT_1_3
 
     enum:
         BACKEND_ACTIVATION_RELU
@@ -57,6 +81,7 @@ cdef extern from "backend_api.h" nogil:
         BACKEND_ACTIVATION_LEAKY_RELU
         BACKEND_POOLING_MAX
         BACKEND_POOLING_AVERAGE
+        BACKEND_POOLING_L2
 
     ctypedef struct BackendActivationDescriptor:
         uint32_t struct_size
@@ -75,6 +100,7 @@ cdef extern from "backend_api.h" nogil:
         uint32_t pad_top, pad_bottom, pad_left, pad_right
         uint32_t dilation_y, dilation_x
         uint32_t bias_enabled
+        uint32_t groups
 
     ctypedef struct BackendPooling2dDescriptor:
         uint32_t struct_size
@@ -82,10 +108,75 @@ cdef extern from "backend_api.h" nogil:
         uint32_t kernel_y, kernel_x
         uint32_t stride_y, stride_x
         uint32_t pad_top, pad_bottom, pad_left, pad_right
+        uint32_t ceil_mode
+        uint32_t count_include_pad
+        uint32_t dilation_y, dilation_x
 
     ctypedef struct BackendSoftmaxDescriptor:
         uint32_t struct_size
         float beta
+        uint32_t axis
+        uint32_t log
+
+    ctypedef struct BackendElementwiseUnaryDescriptor:
+        uint32_t struct_size
+        uint32_t function
+
+    ctypedef struct BackendConcatenationDescriptor:
+        uint32_t struct_size
+        uint32_t axis
+
+    ctypedef struct BackendSliceDescriptor:
+        uint32_t struct_size
+        uint32_t reserved
+        int64_t begin[8]
+        int64_t step[8]
+
+    ctypedef struct BackendTransposeDescriptor:
+        uint32_t struct_size
+        uint32_t perm[8]
+
+    ctypedef struct BackendPadDescriptor:
+        uint32_t struct_size
+        uint32_t mode
+        float value
+        uint32_t reserved
+        int64_t pad_begin[8]
+        int64_t pad_end[8]
+
+    ctypedef struct BackendResizeDescriptor:
+        uint32_t struct_size
+        uint32_t mode
+        uint32_t coordinate_transformation
+        uint32_t nearest_mode
+        float scale_y, scale_x
+        float cubic_coeff_a
+        uint32_t exclude_outside
+
+    ctypedef struct BackendReduceDescriptor:
+        uint32_t struct_size
+        uint32_t function
+        uint32_t axes
+        uint32_t keep_dims
+
+    ctypedef struct BackendBatchNormalizationDescriptor:
+        uint32_t struct_size
+        float epsilon
+
+    ctypedef struct BackendLayerNormalizationDescriptor:
+        uint32_t struct_size
+        uint32_t axis
+        float epsilon
+        uint32_t bias_enabled
+
+    ctypedef struct BackendTransposeConvolution2dDescriptor:
+        uint32_t struct_size
+        uint32_t stride_y, stride_x
+        uint32_t pad_top, pad_bottom, pad_left, pad_right
+        uint32_t output_padding_y, output_padding_x
+        uint32_t dilation_y, dilation_x
+        uint32_t groups
+        uint32_t bias_enabled
 
     ctypedef struct BackendLayerDescription:
         uint32_t struct_size
@@ -259,6 +350,7 @@ cdef extern from "backend_api.h" nogil:
     const size_t BACKEND_INSTANCE_SIZE_1_0
     const size_t BACKEND_INSTANCE_SIZE_1_1
     const size_t BACKEND_INSTANCE_SIZE_1_2
+    const size_t BACKEND_INSTANCE_SIZE_1_3
     const size_t BACKEND_SUBGRAPH_TENSOR_SIZE_1_2
     const size_t BACKEND_SUBGRAPH_LAYER_SIZE_1_2
     const size_t BACKEND_SUBGRAPH_SIZE_1_2

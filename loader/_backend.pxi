@@ -252,15 +252,18 @@ cdef class Backend:
     def query_layer_support(self, prepared):
         """``is_layer_supported`` for a layer description built by the caller (a
         loader.layers.PreparedLayer), passed to the backend as it is, unchecked."""
-        cdef _LayerStorage storage
+        cdef _LayerCall call
         cdef char message[MESSAGE_SIZE]
         cdef abi.BackendStatus status
         cdef abi.BackendInstance *instance
-        _pack_layer(&storage, prepared)
+        refusal = _version_refusal(prepared, self._library)
+        if refusal is not None:
+            return LayerSupport(False, refusal)
+        call = _pack_layer(prepared)
         instance = self._enter_feature(_LAYER_SUPPORT)
         try:
             _clear(message)
-            status = instance.is_layer_supported(instance, &storage.description, message, MESSAGE_SIZE)
+            status = instance.is_layer_supported(instance, &call.description, message, MESSAGE_SIZE)
         finally:
             self._leave()
         if status == abi.BACKEND_STATUS_OK:

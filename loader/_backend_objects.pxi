@@ -189,7 +189,8 @@ cdef class Workload:
 
     def execute(self, inputs, outputs=None):
         """Run on ``inputs`` (float32 arrays of the shapes the workload was made for)."""
-        cdef _Buffers buffers = _Buffers()
+        cdef _Buffers buffers = _Buffers(len(self.layer.input_shapes) + 1,
+                                         self._library.minor >= 3)
         cdef char message[MESSAGE_SIZE]
         cdef abi.BackendStatus status
         cdef abi.BackendWorkload *workload
@@ -271,15 +272,18 @@ cdef class WorkloadFactory:
     def create_workload_prepared(self, prepared):
         """``create_workload`` for a layer description built by the caller (a
         loader.layers.PreparedLayer), passed to the backend as it is, unchecked."""
-        cdef _LayerStorage storage
+        cdef _LayerCall call
         cdef char message[MESSAGE_SIZE]
         cdef abi.BackendWorkload *created = NULL
         cdef Workload workload
         if self._factory == NULL:
             raise _errors.BackendError("the workload factory is closed")
-        _pack_layer(&storage, prepared)
+        refusal = _version_refusal(prepared, self._library)
+        if refusal is not None:
+            raise _errors.LayerNotSupportedError(f"{prepared.name}: {refusal}")
+        call = _pack_layer(prepared)
         _clear(message)
-        status = self._factory.create_workload(self._factory, &storage.description, &created,
+        status = self._factory.create_workload(self._factory, &call.description, &created,
                                                message, MESSAGE_SIZE)
         _check(status, message, f"{prepared.name}: create_workload")
         if created == NULL or created.struct_size < abi.BACKEND_WORKLOAD_SIZE_1_1 \

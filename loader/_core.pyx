@@ -49,8 +49,8 @@ API_VERSION_MINOR = abi.BACKEND_API_VERSION_MINOR
 BACKEND_ID_MAX_LENGTH = abi.BACKEND_ID_MAX_LENGTH
 
 # Size of BackendInstance at each minor version of the current major, indexed by minor.
-cdef size_t[3] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0, abi.BACKEND_INSTANCE_SIZE_1_1,
-                                         abi.BACKEND_INSTANCE_SIZE_1_2]
+cdef size_t[4] INSTANCE_SIZE_BY_MINOR = [abi.BACKEND_INSTANCE_SIZE_1_0, abi.BACKEND_INSTANCE_SIZE_1_1,
+                                         abi.BACKEND_INSTANCE_SIZE_1_2, abi.BACKEND_INSTANCE_SIZE_1_3]
 
 
 include "_crash_note.pxi"

@@ -72,9 +72,11 @@ cdef class Executor:
             if kind == "workload":
                 step.kind = STEP_WORKLOAD
                 step.handle = (<Workload>obj)._workload
+                library = (<Workload>obj)._library
             else:
                 step.kind = STEP_COMPILED
                 step.handle = (<CompiledSubgraph>obj)._compiled
+                library = (<CompiledSubgraph>obj)._library
             if step.handle == NULL:
                 raise _errors.BackendError(f"{name}: closed before the network was planned")
             step.num_inputs = len(input_refs)
@@ -90,6 +92,8 @@ cdef class Executor:
                     PyObject_GetBuffer(ref[1], &view, PyBUF_C_CONTIGUOUS)
                     self.buffers[b].data = view.buf
                     self.buffers[b].size_bytes = view.len
+                    if view.readonly and (<Library>library).minor >= 3:
+                        self.buffers[b].flags = abi.BACKEND_BUFFER_READ_ONLY
                     PyBuffer_Release(&view)
                 else:
                     per_slot[ref[1]].append(b)

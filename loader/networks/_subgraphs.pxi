@@ -304,7 +304,7 @@ cdef class _SubgraphStorage:
     cdef const abi.BackendSubgraphTensor **tensor_pointers
     cdef abi.BackendSubgraphLayer *layers
     cdef const abi.BackendSubgraphLayer **layer_pointers
-    cdef _LayerStorage *descriptions
+    cdef list descriptions           # a _LayerCall per layer
     cdef uint32_t *indices
     cdef list arrays                 # constants, kept alive while their data is lent out
 
@@ -313,7 +313,6 @@ cdef class _SubgraphStorage:
         free(self.tensor_pointers)
         free(self.layers)
         free(self.layer_pointers)
-        free(self.descriptions)
         free(self.indices)
 
 
@@ -343,7 +342,7 @@ cdef _SubgraphStorage _pack_subgraph(object spec, list prepared_layers, dict con
     s.tensor_pointers = <const abi.BackendSubgraphTensor **>_calloc(n_tensors, sizeof(void *))
     s.layers = <abi.BackendSubgraphLayer *>_calloc(n_layers, sizeof(abi.BackendSubgraphLayer))
     s.layer_pointers = <const abi.BackendSubgraphLayer **>_calloc(n_layers, sizeof(void *))
-    s.descriptions = <_LayerStorage *>_calloc(n_layers, sizeof(_LayerStorage))
+    s.descriptions = []
     s.indices = <uint32_t *>_calloc(total, sizeof(uint32_t))
     for i in range(n_tensors):
         name, kind, shape = spec.tensors[i]
@@ -360,11 +359,12 @@ cdef _SubgraphStorage _pack_subgraph(object spec, list prepared_layers, dict con
             PyBuffer_Release(&view)
         s.tensor_pointers[i] = t
     for i in range(n_layers):
-        _pack_layer(&s.descriptions[i], prepared_layers[i])
+        call = _pack_layer(prepared_layers[i])
+        s.descriptions.append(call)
         layer = &s.layers[i]
         layer.struct_size = sizeof(abi.BackendSubgraphLayer)
         layer.id = spec.layers[i]
-        layer.description = &s.descriptions[i].description
+        layer.description = &(<_LayerCall>call).description
         layer.input_tensors = &s.indices[k]
         for j in spec.layer_inputs[i]:
             s.indices[k] = j
