@@ -9,7 +9,7 @@ cimport cython
 from libc.errno cimport errno, EINTR, ENOENT, ENOTDIR, ELOOP, ENAMETOOLONG
 from libc.stdint cimport int64_t, uint16_t, uint32_t, uint64_t
 from libc.stdlib cimport malloc, realloc, free, qsort
-from libc.string cimport memchr, memcmp, memcpy, memmove, memset, strcmp, strlen
+from libc.string cimport memchr, memcmp, memcpy, memmove, memset, strcmp, strlen, strncmp
 from posix.dlfcn cimport dlopen, dlsym, dlclose, dlerror, RTLD_NOW, RTLD_LOCAL
 from posix.fcntl cimport (open as c_open, openat, O_RDONLY, O_NONBLOCK, O_NOCTTY, AT_FDCWD,
                           AT_SYMLINK_NOFOLLOW)
@@ -19,6 +19,8 @@ from posix.types cimport dev_t, ino_t, uid_t
 from posix.unistd cimport close as c_close, pread, read as c_read, getuid, geteuid
 
 cimport backend_api as abi
+cimport elf_reader
+cimport link_map
 from loader cimport _posix
 
 import os
@@ -58,6 +60,7 @@ include "_names.pxi"
 include "_cache.pxi"
 include "_discovery.pxi"
 include "_elf.pxi"
+include "_link_map.pxi"
 include "_library.pxi"
 include "_registration.pxi"
 include "networks/_subgraphs.pxi"

@@ -230,10 +230,10 @@ cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announ
     cdef bytes path_bytes = PyUnicode_EncodeFSDefault(path)
     cdef const char *c_path = path_bytes
     cdef uint64_t detail = 0
-    cdef uint64_t page[FIRST_PAGE_WORDS]
-    cdef dbk_elf elf
-    cdef dbk_elf *e = &elf
-    cdef int verdict, note
+    cdef elf_reader.dbk_elf elf
+    cdef elf_reader.dbk_elf *e = &elf
+    cdef elf_reader.dbk_verdict verdict
+    cdef int note
     cdef Library library
     cdef const char *raw
     cdef uint32_t major = 0xFFFFFFFF, minor = 0xFFFFFFFF
@@ -243,11 +243,11 @@ cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announ
     cdef bint available_asked = False
     cdef Py_ssize_t first_unloaded
     # Everything that can be decided from the file alone, before any of its code runs.
-    dbk_elf_init(e)
+    elf_reader.dbk_elf_init(e)
     try:
         with nogil:
-            verdict = _check_elf(c_path, e, page, &detail)
-        if verdict != ELF_OK:
+            verdict = _check_elf(c_path, e, &detail)
+        if verdict != elf_reader.DBK_ELF_OK:
             return (None,) + _elf_verdict(verdict, detail, e) + (None, None, None)
         first_unloaded = _first_unloaded(e)
         if first_unloaded >= 0:
