@@ -26,9 +26,10 @@ if int(Cython.__version__.split(".")[0]) != 3:
 # The project's own C: backends, mock backends, and the loader's native code (not Cython's output,
 # which is not written to be free of -Wextra warnings and keeps the default flags).
 C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden", "-D_GNU_SOURCE"]
+NATIVE = "loader/native"
 ELF_READER = "loader/native/elf"
 # Directories of C compiled apart with C_FLAGS and linked into the Python extension of that name.
-NATIVE_CODE = {"loader._core": ELF_READER}
+NATIVE_CODE = {"loader._core": [NATIVE, ELF_READER]}
 
 
 class NativeLibrary(Extension):
@@ -67,9 +68,10 @@ class BuildExt(build_ext):
         if ext.name in NATIVE_CODE:
             # Dependencies only now: cythonize copies an extension's dependencies to build_dir,
             # where a copy of the C would be one more hit for a grep of the checkout.
-            ext.depends = ext.depends + sorted(glob(f"{NATIVE_CODE[ext.name]}/*.[ch]"))
+            native = NATIVE_CODE[ext.name]
+            ext.depends = ext.depends + sorted(f for d in native for f in glob(f"{d}/*.[ch]"))
             ext.extra_objects = self.compiler.compile(
-                sorted(glob(f"{NATIVE_CODE[ext.name]}/*.c")), output_dir=self.build_temp,
+                sorted(f for d in native for f in glob(f"{d}/*.c")), output_dir=self.build_temp,
                 include_dirs=ext.include_dirs, extra_postargs=C_FLAGS, depends=ext.depends)
         if isinstance(ext, NativeLibrary) and ext.link_stub:
             stub_dir = os.path.join(self.build_temp, "stubs")
@@ -160,11 +162,12 @@ def one_defect_libraries():
 core = Extension(
     "loader._core",
     ["loader/_core.pyx"],
-    include_dirs=["abi", ELF_READER],
+    include_dirs=["abi", NATIVE, ELF_READER],
     libraries=["dl"],
     extra_compile_args=["-D_GNU_SOURCE"],
     depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd"]
-    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob(f"{ELF_READER}/*.pxd")),
+    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob(f"{NATIVE}/*.pxd")
+             + glob(f"{ELF_READER}/*.pxd")),
 )
 
 reference = NativeLibrary(
@@ -177,7 +180,7 @@ reference = NativeLibrary(
 
 setup(
     # Generated C goes under build/, out of the sources' way.
-    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", ELF_READER],
+    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", NATIVE, ELF_READER],
                           compiler_directives={"language_level": 3})
     + [reference] + mock_libraries(),
     cmdclass={"build_ext": BuildProbe, "build_py": BuildPy},

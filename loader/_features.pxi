@@ -5,24 +5,7 @@
 # Optional members of BackendInstance, and minor-version skew
 # ---------------------------------------------------------------------------------------------
 
-cdef extern from *:
-    """
-    #define DBK_FEATURE(member) \\
-        static int dbk_covers_##member(const BackendInstance *p) \\
-        { return BACKEND_STRUCT_HAS(BackendInstance, p, member); } \\
-        static int dbk_has_##member(const BackendInstance *p) \\
-        { return BACKEND_STRUCT_HAS(BackendInstance, p, member) && p->member != NULL; }
-    DBK_FEATURE(get_capabilities)
-    DBK_FEATURE(is_layer_supported)
-    DBK_FEATURE(create_memory_manager)
-    DBK_FEATURE(create_workload_factory)
-    DBK_FEATURE(create_backend_context)
-    DBK_FEATURE(use_custom_allocator)
-    DBK_FEATURE(optimize_subgraph)
-    DBK_FEATURE(is_available)
-    DBK_FEATURE(create_profiling_context)
-    DBK_FEATURE(load_compiled_subgraph)
-    """
+cdef extern from "struct_members.h":
     bint dbk_covers_get_capabilities(const abi.BackendInstance *p)
     bint dbk_has_get_capabilities(const abi.BackendInstance *p)
     bint dbk_covers_is_layer_supported(const abi.BackendInstance *p)

@@ -347,6 +347,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     _configure_logging(args.verbose + getattr(args, "command_verbose", 0))
     _check_path_option(args)
+    # A command has nothing to keep when a backend hangs while it is loaded: the first Ctrl-C
+    # ends it, naming the file (a host process keeps the default, its KeyboardInterrupt).
+    from loader import _core
+    _core.set_interrupt_ends_loading(True)
     try:
         return args.handler(args)
     except BrokenPipeError:  # e.g. piped into `head`: not an error of ours

@@ -41,15 +41,17 @@ def _build(directory, *flags):
     return output
 
 
-SOURCES = sorted(glob.glob(os.path.join(ELF_READER, "*.c")))
+NATIVE = os.path.join(REPO, "loader", "native")
+SOURCES = sorted(glob.glob(os.path.join(NATIVE, "**", "*.[ch]"), recursive=True))
 
 
 @needs_cc
-@pytest.mark.skipif(not SOURCES, reason="the ELF reader's sources are not beside the tests")
-@pytest.mark.parametrize("source", SOURCES, ids=os.path.basename)
-def test_the_elf_reader_compiles_without_warnings(source):
+@pytest.mark.skipif(not SOURCES, reason="the loader's C sources are not beside the tests")
+@pytest.mark.parametrize("source", SOURCES, ids=lambda p: os.path.relpath(p, NATIVE))
+def test_the_loaders_native_code_compiles_without_warnings(source):
     result = subprocess.run([CC, "-std=c11", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
-                             "-fsyntax-only", source], capture_output=True, text=True)
+                             "-I", os.path.join(REPO, "abi"), "-fsyntax-only", "-x", "c", source],
+                            capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
 
 

@@ -469,3 +469,49 @@ def test_create_backend_and_load_network_refuse_a_non_string_id():
 
 def test_dir_of_the_package_lists_what_it_provides_lazily():
     assert {"Network", "LoadedNetwork", "LAYERS", "Runtime"} <= set(dir(loader))
+
+
+def _hanging_scan(command, backend_dir):
+    """A child loading a backend that hangs in BackendFactory, once it is inside the hang."""
+    import time
+    install_mock("hang_in_factory", backend_dir)
+    child = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    # -vvv and the host script both say when loading starts; the hang follows at once
+    line = child.stderr.readline()
+    assert "Mock_HangInFactory_backend.so" in line, line
+    time.sleep(0.5)
+    return child
+
+
+def test_the_first_ctrl_c_ends_a_scan_that_hangs_in_a_backend_naming_the_file(backend_dir):
+    child = _hanging_scan([sys.executable, "-m", "loader", "scan", "-vvv", "--path",
+                           str(backend_dir)], backend_dir)
+    child.send_signal(signal.SIGINT)
+    try:
+        _, stderr = child.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail("the scan did not end at the first SIGINT")
+    assert child.returncode == -signal.SIGINT
+    assert (f"backend-loader: interrupted while loading {backend_dir}/Mock_HangInFactory_"
+            f"backend.so (in the BackendFactory probe): the backend did not return") in stderr
+
+
+def test_in_a_host_the_first_ctrl_c_names_the_file_and_a_second_ends_the_process(backend_dir):
+    code = ("import loader, sys; print('loading Mock_HangInFactory_backend.so', file=sys.stderr, "
+            "flush=True); loader.Runtime(sys.argv[1])")
+    child = _hanging_scan([sys.executable, "-c", code, str(backend_dir)], backend_dir)
+    child.send_signal(signal.SIGINT)
+    import time
+    time.sleep(1.0)
+    assert child.poll() is None                 # the host keeps its KeyboardInterrupt for later
+    child.send_signal(signal.SIGINT)
+    try:
+        _, stderr = child.communicate(timeout=20)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        pytest.fail("the host did not end at the second SIGINT")
+    assert child.returncode == -signal.SIGINT
+    assert "interrupt received while loading" in stderr and "interrupt again" in stderr
+    assert "interrupted while loading" in stderr and "Mock_HangInFactory_backend.so" in stderr

@@ -107,14 +107,7 @@ cdef class CompiledSubgraph:
         return bytes(data)
 
 
-cdef extern from *:
-    """
-    static int dbk_compiled_has_serialize(const BackendCompiledSubgraph *p)
-    { return BACKEND_STRUCT_HAS(BackendCompiledSubgraph, p, serialize) && p->serialize != NULL; }
-    static int dbk_compiled_has_set_profiling_context(const BackendCompiledSubgraph *p)
-    { return BACKEND_STRUCT_HAS(BackendCompiledSubgraph, p, set_profiling_context)
-             && p->set_profiling_context != NULL; }
-    """
+cdef extern from "struct_members.h":
     bint _compiled_has_serialize "dbk_compiled_has_serialize"(const abi.BackendCompiledSubgraph *p)
     bint _compiled_has_set_profiling_context "dbk_compiled_has_set_profiling_context"(
         const abi.BackendCompiledSubgraph *p)

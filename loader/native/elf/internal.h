@@ -4,6 +4,7 @@
 #ifndef DBK_ELF_INTERNAL_H
 #define DBK_ELF_INTERNAL_H
 
+#include <stddef.h>
 #include <elf.h>
 #include <link.h>
 #include <stdint.h>
