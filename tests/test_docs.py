@@ -280,7 +280,7 @@ class DocumentRun:
 _RUNS: Dict[str, DocumentRun] = {}
 _RUNS_LOCK = threading.Lock()
 # Documents are independent, and their blocks spend much of their time waiting on processes
-# they started: running a few documents at once keeps the whole check near 20 s.
+# they started (the conformance kit's workers, gdb): a few documents run at once.
 PARALLEL_DOCUMENTS = 4
 
 
