@@ -104,20 +104,19 @@ def test_the_embedding_example_runs():
     assert "Softmax" in result.stdout and "max difference from NumPy" in result.stdout
 
 
-def _readme_blocks(section, language):
-    """The ``language`` code blocks of README.md's ``section``."""
-    readme = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "README.md")
-    if not os.path.exists(readme):
-        pytest.skip("README.md is not beside the tests")
-    with open(readme) as f:
-        text = f.read()
-    body = text.split(f"\n## {section}\n", 1)[1].split("\n## ", 1)[0]
-    return re.findall(rf"```{language}\n(.*?)```", body, re.S)
+def _guide_blocks(language):
+    """The ``language`` code blocks of docs/writing-a-backend.md."""
+    guide = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "docs",
+                         "writing-a-backend.md")
+    if not os.path.exists(guide):
+        pytest.skip("docs/ is not beside the tests")
+    with open(guide) as f:
+        return re.findall(rf"```{language}\n(.*?)```", f.read(), re.S)
 
 
 @needs_cc
-def test_the_readme_backend_compiles_warning_free_and_registers(backend_dir):
-    [source] = _readme_blocks("Writing a backend", "c")
+def test_the_guide_backend_compiles_warning_free_and_registers(backend_dir):
+    [source] = _guide_blocks("c")
     compile_backend(source, backend_dir, "Acme_Npu_backend.so", "-fvisibility=hidden",
                     "-std=c11", "-pedantic")
     report = scan(backend_dir)
@@ -132,8 +131,8 @@ def test_the_readme_backend_compiles_warning_free_and_registers(backend_dir):
 
 
 @needs_cc
-def test_the_readme_backend_passes_the_conformance_kit(backend_dir):
-    [source] = _readme_blocks("Writing a backend", "c")
+def test_the_guide_backend_passes_the_conformance_kit(backend_dir):
+    [source] = _guide_blocks("c")
     path = compile_backend(source, backend_dir, "Acme_Npu_backend.so", "-fvisibility=hidden")
     result = subprocess.run([sys.executable, "-m", "conformance", "run", "--backend", path],
                             capture_output=True, text=True, cwd="/", timeout=300)
@@ -141,9 +140,9 @@ def test_the_readme_backend_passes_the_conformance_kit(backend_dir):
 
 
 @needs_cc
-def test_the_readme_build_command_builds_the_readme_backend(tmp_path):
-    [source] = _readme_blocks("Writing a backend", "c")
-    [commands] = _readme_blocks("Writing a backend", "sh")
+def test_the_guide_build_command_builds_the_guide_backend(tmp_path):
+    [source] = _guide_blocks("c")
+    commands = "".join(_guide_blocks("sh"))
     build = [line for line in commands.replace("\\\n", " ").splitlines() if line.startswith("cc ")]
     assert len(build) == 1 and "-Wall -Wextra" in build[0]
     (tmp_path / "acme.c").write_text(source)
