@@ -152,9 +152,10 @@ static inline int64_t elements(const BackendTensorInfo *info)
 /* Whether the sub-graph's outputs include `tensor`. */
 int ref_is_subgraph_output(const BackendSubgraph *g, uint32_t tensor);
 
-/* Tries to fuse layer `head` (in program group `group`) with what follows it; on success marks
-   its layers in `taken` and returns the fused kernel, its boundary inputs in `inputs` (at most 4),
-   the tensor it writes in *output and the index of its last layer in *last. */
+/* Tries to fuse layer `head` (in program group `group`) with the layers after it that are not
+   `taken_in` yet; on success returns the fused kernel, its boundary inputs in `inputs` (at most
+   4), the tensor it writes in *output and the index of its last layer in *last (the caller marks
+   its layers taken). NULL with *status OK: nothing to fuse. */
 FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
                       const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
                       BackendStatus *status);
