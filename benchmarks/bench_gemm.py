@@ -3,7 +3,7 @@ against NumPy's BLAS on the same data, interleaved, in one process, without the 
 
     python benchmarks/bench_gemm.py [--against CHECKOUT] [--rounds 10] [--shape 512 1024 1024]
 
-The kernel sources (``reference_backend/gemm.c`` and the files it needs) of each tree are compiled
+The kernel sources (``reference_backend/gemm*.c`` and the files they need) of each tree are compiled
 into a temporary library with exported symbols (same flags as the backend: -O3, run-time ISA
 dispatch) and called through ctypes with x [n, k] and weights [m, k] (y = x @ w.T, as in
 bench_layers). Each round runs every contender 5 times back to back after a 0.3 s pause (NumPy's
@@ -14,6 +14,7 @@ are the rounds in which the contender had the cores. Thread counts come from the
 """
 import argparse
 import ctypes
+import glob
 import os
 import shutil
 import statistics
@@ -25,7 +26,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-SOURCES = ("gemm.c", "fully_connected.c", "threading.c", "elementwise.c")
+# besides gemm*.c (the driver and, since it was split off, gemm_kernels.c: older trees have one file)
+SOURCES = ("fully_connected.c", "threading.c", "elementwise.c")
 
 
 def build(tree, directory, name):
@@ -33,7 +35,9 @@ def build(tree, directory, name):
     if cc is None:
         sys.exit("bench_gemm needs a C compiler")
     out = os.path.join(directory, name + ".so")
-    sources = [os.path.join(tree, "reference_backend", s) for s in SOURCES]
+    kernels = os.path.join(tree, "reference_backend")
+    sources = sorted(glob.glob(os.path.join(kernels, "gemm*.c")))
+    sources += [os.path.join(kernels, s) for s in SOURCES]
     subprocess.run([cc, "-std=c11", "-O3", "-fwrapv", "-D_GNU_SOURCE", "-shared", "-fPIC",
                     *sources, "-o", out, "-lm", "-lpthread"], check=True)
     lib = ctypes.CDLL(out)

@@ -1,331 +1,14 @@
 /*
- * Packed, cache-blocked SGEMM: C = A * B [+ bias per column], then an optional epilogue, with
- * a register-blocked micro-kernel chosen once at run time (AVX-512F, AVX2+FMA, or portable C
- * that the compiler auto-vectorizes). Fully connected and conv2d are both expressed as this
- * GEMM; conv2d packs its im2col operand directly from the NHWC input, block by block, so no
- * full im2col matrix is ever materialized.
- *
- * Test hooks (compile time only): -DRK_NO_AVX512 disables the AVX-512 path, -DRK_NO_X86_SIMD
- * disables every intrinsic path, so the portable code can be exercised on a machine that has
- * the wider instruction sets.
+ * Packed, cache-blocked SGEMM: C = A * B [+ bias per column], then an optional epilogue, on the
+ * micro-kernel chosen for this CPU (gemm_kernels.c): packing, blocking and the sharing of the
+ * work among threads. Fully connected and conv2d are both expressed as this GEMM; conv2d packs
+ * its im2col operand directly from the NHWC input, block by block, so no full im2col matrix is
+ * ever materialized.
  */
 #include "kernels_internal.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
-
-/* ------------------------------------------------------------------------- */
-/* Micro-kernels                                                             */
-/* ------------------------------------------------------------------------- */
-
-/*
- * A micro-kernel computes one MR x NR tile of C from a packed A micro-panel
- * (kc steps of MR contiguous values) and a packed B micro-panel (kc steps of
- * NR contiguous values). The products are summed from zero in registers and
- * then added either to C (later K blocks) or to the bias row (first K block;
- * NR values, or NULL for zero). Starting from zero rather than from C keeps
- * the prologue free of loads, so the accumulators never spill.
- * Full tiles only: the driver routes edge tiles through a local buffer.
- */
-#define RK_MAX_MR 14
-#define RK_MAX_NR 32
-
-/* Portable 4x8: small enough that the accumulators stay in registers on any
-   target with 16 vector registers, and the j loop maps onto 128-bit SIMD. */
-static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                            const float *bias, int accumulate)
-{
-    float acc[4][8] = { { 0 } };
-    for (int64_t k = 0; k < kc; k++) {
-        for (int i = 0; i < 4; i++) {
-            float ai = a[i];
-            for (int j = 0; j < 8; j++)
-                acc[i][j] += ai * b[j];
-        }
-        a += 4;
-        b += 8;
-    }
-    for (int i = 0; i < 4; i++)
-        for (int j = 0; j < 8; j++)
-            c[i * ldc + j] = acc[i][j] + (accumulate ? c[i * ldc + j] : (bias ? bias[j] : 0.0f));
-}
-
-/*
- * The intrinsic kernels name every accumulator as its own variable (generated
- * by the row macros below): with arrays, GCC keeps the accumulators in stack
- * slots and stores them back on every k step.
- */
-#define RK_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
-#define RK_ROWS14(X) RK_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
-
-#if defined(RK_X86)
-/* 6x16 uses 12 of the 16 ymm registers for accumulators, leaving room for the
-   two B vectors and the broadcast A value. */
-__attribute__((target("avx2,fma")))
-static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                          const float *bias, int accumulate)
-{
-#define RK_DECL8(i) __m256 c0_##i = _mm256_setzero_ps(), c1_##i = _mm256_setzero_ps();
-#define RK_STEP8(i)                                     \
-    {                                                   \
-        const __m256 ai = _mm256_broadcast_ss(a + (i)); \
-        c0_##i = _mm256_fmadd_ps(ai, b0, c0_##i);       \
-        c1_##i = _mm256_fmadd_ps(ai, b1, c1_##i);       \
-    }
-#define RK_ACC8(i)                                                                         \
-    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, _mm256_loadu_ps(c + (i) * ldc))); \
-    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, _mm256_loadu_ps(c + (i) * ldc + 8)));
-#define RK_BIAS8(i)                                            \
-    _mm256_storeu_ps(c + (i) * ldc, _mm256_add_ps(c0_##i, v0)); \
-    _mm256_storeu_ps(c + (i) * ldc + 8, _mm256_add_ps(c1_##i, v1));
-    RK_ROWS6(RK_DECL8)
-    for (int64_t k = 0; k < kc; k++) {
-        const __m256 b0 = _mm256_loadu_ps(b);
-        const __m256 b1 = _mm256_loadu_ps(b + 8);
-        RK_ROWS6(RK_STEP8)
-        a += 6;
-        b += 16;
-    }
-    if (accumulate) {
-        RK_ROWS6(RK_ACC8)
-    } else {
-        const __m256 v0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
-        const __m256 v1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
-        RK_ROWS6(RK_BIAS8)
-    }
-#undef RK_DECL8
-#undef RK_STEP8
-#undef RK_ACC8
-#undef RK_BIAS8
-}
-#endif
-
-#if defined(RK_X86_AVX512)
-/* The 14x32 tile of the AVX-512 kernels (ukr_avx512_14x32 and ukr_avx512_14x32_direct, which
-   differ only in where a k step's 14 A values come from): its accumulators, and its final
-   store, added to C (later K blocks) or to the bias row (the first K block). */
-#define RK_DECL16(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
-#define RK_ACC16(i)                                                                        \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, _mm512_loadu_ps(c + (i) * ldc))); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, _mm512_loadu_ps(c + (i) * ldc + 16)));
-#define RK_BIAS16(i)                                           \
-    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
-    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
-#define RK_STORE_TILE16                                                            \
-    if (accumulate) {                                                              \
-        RK_ROWS14(RK_ACC16)                                                        \
-    } else {                                                                       \
-        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();      \
-        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps(); \
-        RK_ROWS14(RK_BIAS16)                                                       \
-    }
-#endif
-
-#if defined(RK_X86_AVX512)
-/* 14x32: 28 zmm accumulators + 2 B vectors + 1 broadcast = 31 of 32 registers.
-   Per k step: 2 vector loads and 14 broadcasts feed 28 FMAs, which keeps the
-   load ports below the FMA ports' rate. */
-__attribute__((target("avx512f")))
-static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                             const float *bias, int accumulate)
-{
-#define RK_STEP16(i)                                \
-    {                                               \
-        const __m512 ai = _mm512_set1_ps(a[i]);     \
-        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);   \
-        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
-    }
-    RK_ROWS14(RK_DECL16)
-    /* The C tile is read only at the end: ask for it now, so its 28 lines (often in L2 or
-       beyond) arrive during the loop instead of stalling the final additions. */
-    if (accumulate)
-        for (int i = 0; i < 14; i++) {
-            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-        }
-    for (int64_t k = 0; k < kc; k++) {
-        /* The B micro-panel (32 KiB at kc = 256) shares L1 with the A panel and C: lines of
-           it get evicted between uses. Fetching 16 steps (2 KiB) ahead, with the C
-           prefetch above, took 7-13% less CPU time on the 512 x 1024 x 1024 case. */
-        _mm_prefetch((const char *)(b + 32 * 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 32 * 16 + 16), _MM_HINT_T0);
-        const __m512 b0 = _mm512_loadu_ps(b);
-        const __m512 b1 = _mm512_loadu_ps(b + 16);
-        RK_ROWS14(RK_STEP16)
-        a += 14;
-        b += 32;
-    }
-    RK_STORE_TILE16
-#undef RK_STEP16
-}
-#endif
-
-#if defined(RK_X86_AVX512)
-/* Transposes the 16 x 16 block r[0..15] in place (r[i][j] becomes r[j][i]). */
-__attribute__((target("avx512f"), always_inline))
-static inline void transpose16x16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 | ... */
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); /* a2 b2 a3 b3 | ... */
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    }
-    /* r[4q + c] now holds column c of each 4 x 4 block of rows 4q..4q+3, one block per
-       128-bit lane: gather the lanes of the four row groups. */
-    for (int c = 0; c < 4; c++) {
-        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);      /* lanes 0, 2 of each */
-        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);  /* lanes 1, 3 */
-        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-    }
-    for (int c = 0; c < 4; c++) {
-        r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
-        r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
-    }
-}
-
-/*
- * Packs a transposed block: dst[k * width + i] = src[i * ld + k] for i < rows, 0 for
- * rows <= i < width, k < kc (width <= 32, rows <= width). Used for the A panels of a row-major
- * A and the B panels of a [n, k] B: 16 source lines of 64 bytes are read whole and written as
- * 16 packed rows, instead of one strided scalar per element. Masked loads never touch memory
- * past the last k, so the block may end the source array.
- */
-__attribute__((target("avx512f")))
-static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width)
-{
-    for (int i0 = 0; i0 < width; i0 += 16) {
-        const int lanes = width - i0 < 16 ? width - i0 : 16;
-        const __mmask16 store_mask = (__mmask16)((1u << lanes) - 1u);
-        const int64_t valid = rows - i0 < 0 ? 0 : (rows - i0 < 16 ? rows - i0 : 16);
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            const int64_t kn = kc - k0 < 16 ? kc - k0 : 16;
-            const __mmask16 load_mask = (__mmask16)((1u << kn) - 1u);
-            __m512 r[16];
-            for (int i = 0; i < 16; i++)
-                r[i] = i < valid ? _mm512_maskz_loadu_ps(load_mask, src + (i0 + i) * ld + k0)
-                                 : _mm512_setzero_ps();
-            transpose16x16(r);
-            for (int64_t k = 0; k < kn; k++)
-                _mm512_mask_storeu_ps(dst + (k0 + k) * width + i0, store_mask, r[k]);
-        }
-    }
-}
-
-/*
- * The implicit im2col block of a convolution (see pack_a_conv_impl), packed 16 channels at a
- * time: for each tap, the mr (<= 16) output pixels' runs of input channels are loaded whole
- * (a pixel whose tap falls in the padding loads zeros), transposed, and stored as packed rows.
- * Worth it from about 8 channels on; fewer leave most of each 16-wide load unused.
- */
-__attribute__((target("avx512f")))
-static void pack_a_conv_avx512(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows,
-                               int64_t k0, int64_t kc, float *dst, int mr)
-{
-    const int64_t ohw = p->oh * p->ow, C = p->c;
-    const float *img[16];
-    int64_t iy0[16], ix0[16];
-    for (int r = 0; r < 16; r++) {
-        img[r] = NULL;
-        iy0[r] = ix0[r] = 0;
-        if (r < rows && r < mr) {
-            const int64_t q = row0 + r, bi = q / ohw, rem = q - bi * ohw;
-            const int64_t oy = rem / p->ow, ox = rem - oy * p->ow;
-            iy0[r] = oy * p->stride_h - p->pad_top;
-            ix0[r] = ox * p->stride_w - p->pad_left;
-            img[r] = x + bi * p->h * p->w * C;
-        }
-    }
-    const __mmask16 store_mask = (__mmask16)((1u << mr) - 1u);
-    int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
-    while (k < kc) {
-        const int64_t seg = min_i64(C - ci, kc - k);
-        const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
-        const float *src[16];
-        for (int r = 0; r < 16; r++) {
-            src[r] = NULL;
-            if (img[r] != NULL) {
-                const int64_t iy = iy0[r] + ky * p->dil_h, ix = ix0[r] + kx * p->dil_w;
-                if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w)
-                    src[r] = img[r] + (iy * p->w + ix) * C + ci;
-            }
-        }
-        for (int64_t t0 = 0; t0 < seg; t0 += 16) {
-            const int64_t kn = seg - t0 < 16 ? seg - t0 : 16;
-            const __mmask16 load_mask = (__mmask16)((1u << kn) - 1u);
-            __m512 v[16];
-            for (int r = 0; r < 16; r++)
-                v[r] = src[r] != NULL ? _mm512_maskz_loadu_ps(load_mask, src[r] + t0) : _mm512_setzero_ps();
-            transpose16x16(v);
-            for (int64_t t = 0; t < kn; t++)
-                _mm512_mask_storeu_ps(dst + (k + t0 + t) * mr, store_mask, v[t]);
-        }
-        k += seg;
-        ci = 0;
-        tap++;
-    }
-}
-#endif
-
-/* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
-   micro-panel of a unit, so it should stay in L1/L2; the packed A block
-   (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
-   the nominal unit width (columns of C per work unit). */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, 4, 8, 128, 256, 4096 };
-#if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, 6, 16, 144, 256, 4096 };
-#endif
-#if defined(RK_X86_AVX512)
-static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, pack_t_avx512, 14, 32, 336, 256, 4096 };
-#endif
-
-/* ------------------------------------------------------------------------- */
-/* ISA dispatch, once                                                         */
-/* ------------------------------------------------------------------------- */
-
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static const ukr_desc *g_ukr = &ukr_generic;
-
-static void init_once(void)
-{
-#if defined(RK_X86)
-    __builtin_cpu_init();
-#if defined(RK_X86_AVX512)
-    if (__builtin_cpu_supports("avx512f")) {
-        g_ukr = &ukr_avx512;
-        return;
-    }
-#endif
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-        g_ukr = &ukr_avx2;
-        return;
-    }
-#endif
-    g_ukr = &ukr_generic;
-}
-
-const ukr_desc *rk_gemm_kernel(void)
-{
-    pthread_once(&g_once, init_once);
-    return g_ukr;
-}
-
-int rk_use_avx512(void)
-{
-#if defined(RK_X86_AVX512)
-    return rk_gemm_kernel() == &ukr_avx512;
-#else
-    return 0;
-#endif
-}
 
 /* ------------------------------------------------------------------------- */
 /* SGEMM driver                                                              */
@@ -418,13 +101,11 @@ static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_
         int64_t rows = min_i64(mr, mc - ip);
         float *d = dst + ip * kc;
         if (op->conv) {
-#if defined(RK_X86_AVX512)
-            /* pack_t is set only for the AVX-512 kernel, whose mr is at most 16 */
-            if (op->u->pack_t && mr <= 16 && op->conv->c >= 8) {
-                pack_a_conv_avx512(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
+            /* the vectorized packer loads 16 channels at a time: worth it from about 8 */
+            if (op->u->pack_conv && mr <= 16 && op->conv->c >= 8) {
+                op->u->pack_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
                 continue;
             }
-#endif
             pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
         }
         else if (op->u->pack_t)
@@ -584,28 +265,25 @@ static void mark_done(gemm_shared *sh)
     pthread_mutex_unlock(&sh->mu);
 }
 
-#if defined(RK_X86_AVX512)
 /*
- * Convolutions with at most one B micro-panel (o <= 32): each packed A panel would serve a
- * single micro-kernel call, so packing costs as much as it saves. Where the 14 output pixels of
- * a panel lie in one output row and every tap of the K block falls inside the image for all of
- * them, row i of the panel is, tap by tap, a run of input channels at a fixed distance
- * (stride_w * c) from row i - 1: the kernel below broadcasts straight from the NHWC input.
- * Segments are the K block's runs of channels, one per tap it touches.
+ * Where a convolution's kernel can read A straight from the NHWC input (ukr_desc.direct): the
+ * mr output pixels of a panel lie in one output row and every tap of the K block falls inside
+ * the image for all of them. Segments are the K block's runs of channels, one per tap it
+ * touches.
  */
 #define RK_DIRECT_MAX_SEGS 40
 
-/* The K block [k0, k0 + kc)'s segments for the panel of 14 output pixels from row0, or -1
+/* The K block [k0, k0 + kc)'s segments for the panel of mr output pixels from row0, or -1
    when a pixel is in another output row or a tap falls in the padding. */
-static int conv_direct_segments(const rk_conv_params *p, int64_t row0, int64_t k0, int64_t kc,
-                                const float *x, const float **seg, int64_t *len)
+static int conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, int64_t k0,
+                                int64_t kc, const float *x, const float **seg, int64_t *len)
 {
     const int64_t ohw = p->oh * p->ow, C = p->c;
     const int64_t bi = row0 / ohw, rem = row0 - bi * ohw, oy = rem / p->ow, ox = rem - oy * p->ow;
-    if (ox + 13 >= p->ow)
+    if (ox + (mr - 1) >= p->ow)
         return -1;
     const int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
-    const int64_t span = 13 * p->stride_w;
+    const int64_t span = (mr - 1) * p->stride_w;
     const float *img = x + bi * p->h * p->w * C;
     int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
     int n = 0;
@@ -622,37 +300,6 @@ static int conv_direct_segments(const rk_conv_params *p, int64_t row0, int64_t k
     }
     return n;
 }
-
-/* ukr_avx512_14x32 with A row i, step k at seg[s][i * lda + k] (segments in K order). */
-__attribute__((target("avx512f")))
-static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
-                                    const float *b, float *c, int64_t ldc, const float *bias, int accumulate)
-{
-#define RK_STEP16(i)                                      \
-    {                                                     \
-        const __m512 ai = _mm512_set1_ps(a[(i) * lda]);   \
-        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);         \
-        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);         \
-    }
-    RK_ROWS14(RK_DECL16)
-    for (int s = 0; s < nseg; s++) {
-        const float *a = seg[s];
-        for (int64_t k = 0; k < len[s]; k++) {
-            const __m512 b0 = _mm512_loadu_ps(b);
-            const __m512 b1 = _mm512_loadu_ps(b + 16);
-            RK_ROWS14(RK_STEP16)
-            a += 1;
-            b += 32;
-        }
-    }
-    RK_STORE_TILE16
-#undef RK_STEP16
-#undef RK_DECL16
-#undef RK_ACC16
-#undef RK_BIAS16
-#undef RK_STORE_TILE16
-}
-#endif
 
 static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
 {
@@ -672,10 +319,7 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
         const float *bblk = sh->bp + pc * sh->slab_wp;
         /* one B micro-panel: A panels are packed (one at a time) only where the kernel cannot
            read the input directly */
-        int direct = 0;
-#if defined(RK_X86_AVX512)
-        direct = op->conv != NULL && u == &ukr_avx512 && jend - j0 <= nr && op->conv->c >= 8;
-#endif
+        const int direct = op->conv != NULL && u->direct != NULL && jend - j0 <= nr && op->conv->c >= 8;
         if (!direct)
             pack_a(op, i0, mc, pc, kc, ap);
         for (int64_t jr = j0; jr < jend; jr += nr) {
@@ -693,17 +337,14 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 const float *apanel = ap + ir * kc;
                 float *cp = op->c + (i0 + ir) * op->ldc + slab0 + jr;
                 int nseg = -1;
-                (void)nseg; /* set and read only with the AVX-512 kernels compiled in */
-#if defined(RK_X86_AVX512)
                 const float *seg[RK_DIRECT_MAX_SEGS];
                 int64_t seg_len[RK_DIRECT_MAX_SEGS];
                 if (direct) {
                     if (rows == mr)
-                        nseg = conv_direct_segments(op->conv, i0 + ir, pc, kc, op->a, seg, seg_len);
+                        nseg = conv_direct_segments(op->conv, mr, i0 + ir, pc, kc, op->a, seg, seg_len);
                     if (nseg < 0)
                         pack_a(op, i0 + ir, rows, pc, kc, ap + ir * kc);
                 }
-#endif
                 const int full = rows == mr && cols == nr;
                 float *cd = full ? cp : tile;
                 const int64_t ldd = full ? op->ldc : nr;
@@ -712,12 +353,10 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 if (!full && accumulate)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
-#if defined(RK_X86_AVX512)
                 if (nseg >= 0)
-                    ukr_avx512_14x32_direct(seg, seg_len, nseg, op->conv->stride_w * op->conv->c, bpanel,
-                                            cd, ldd, bias, accumulate);
+                    u->direct(seg, seg_len, nseg, op->conv->stride_w * op->conv->c, bpanel, cd, ldd,
+                              bias, accumulate);
                 else
-#endif
                     u->fn(kc, apanel, bpanel, cd, ldd, bias, accumulate);
                 if (!full)
                     for (int64_t i = 0; i < rows; i++)

@@ -2,7 +2,8 @@
  * Shared by the reference kernels (one file per operator family, see kernels.h for the
  * contract): target selection, threading thresholds, small integer helpers, 4-lane vectors
  * with the vectorized exp/sigmoid/tanh, window clipping, the thread helpers (threading.c) and
- * the packed SGEMM behind fully connected and convolution (gemm.c).
+ * the packed SGEMM behind fully connected and convolution (gemm.c, its micro-kernels in
+ * gemm_kernels.c).
  */
 #ifndef RK_INTERNAL_H
 #define RK_INTERNAL_H
@@ -242,22 +243,47 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
    `min_per_thread` units. */
 int rk_threads_for(double work, double min_per_thread);
 
-/* ---- gemm.c ------------------------------------------------------------------------------ */
+/* ---- gemm.c (driver) and gemm_kernels.c (micro-kernels) --------------------------------- */
 
 /* Applies `e` to rows x cols values at c (row stride ldc); residual offset by the same rows and
    columns relative to `row0`, `col0` of the whole output. */
 void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0, int64_t col0,
                        int64_t rows, int64_t cols);
 
+/* The largest tile of any micro-kernel (the driver's edge-tile buffer). */
+#define RK_MAX_MR 14
+#define RK_MAX_NR 32
+
+/*
+ * A micro-kernel computes one MR x NR tile of C from a packed A micro-panel (kc steps of MR
+ * contiguous values) and a packed B micro-panel (kc steps of NR contiguous values). The products
+ * are summed from zero in registers and then added either to C (later K blocks, accumulate) or
+ * to the bias row (first K block; NR values, or NULL for zero): starting from zero rather than
+ * from C keeps the prologue free of loads, so the accumulators never spill. Full tiles only: the
+ * driver routes edge tiles through a local buffer.
+ */
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        const float *bias, int accumulate);
 
 /* dst[k * width + i] = src[i * ld + k] for i < rows, zero for rows <= i < width, k < kc. */
 typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width);
 
+/* The implicit im2col block of a convolution (rows output pixels from row0, columns [k0, k0+kc))
+   packed as mr-row micro-panels (mr <= 16), as the driver's portable packer does. */
+typedef void (*pack_conv_fn)(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows,
+                             int64_t k0, int64_t kc, float *dst, int mr);
+
+/* The micro-kernel with A row i, step k read at seg[s][i * lda + k] instead of from a packed
+   panel: the K block is nseg segments of len[s] steps (in K order). */
+typedef void (*ukr_direct_fn)(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
+                              const float *b, float *c, int64_t ldc, const float *bias,
+                              int accumulate);
+
 typedef struct ukr_desc {
     ukr_fn fn;
-    pack_t_fn pack_t; /* vectorized transposing packer for this ISA, or NULL */
+    pack_t_fn pack_t;         /* vectorized transposing packer for this ISA, or NULL */
+    pack_conv_fn pack_conv;   /* vectorized im2col packer for this ISA, or NULL */
+    ukr_direct_fn direct;     /* fn reading a convolution's input directly, or NULL */
     int mr, nr;
     int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
 } ukr_desc;
@@ -286,10 +312,7 @@ typedef struct gemm_op {
     const rk_epilogue *epilogue; /* or NULL */
 } gemm_op;
 
-/* The packers are inlined with MR/NR as literal constants so the inner loops
-   get fixed trip counts. */
-
-/* The micro-kernel for this CPU (chosen once). */
+/* The micro-kernel for this CPU (chosen when the library is loaded). */
 const ukr_desc *rk_gemm_kernel(void);
 /* 1 when the AVX-512 kernels were selected at run time (the CPU has AVX-512F and it was
    compiled in), else 0. */

@@ -21,13 +21,15 @@ BackendStatus ref_check_layer(const BackendLayerDescription *layer, char *messag
 BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendWorkload **workload,
                                   char *message, size_t message_size);
 
-/* Backend API 1.2 optimize_subgraph (optimizer.c): compiles the sub-graph into one program that
-   runs every layer in one call, fusing Convolution2d, DepthwiseConvolution2d and FullyConnected
-   with a following residual Addition and/or Activation, intermediates in one planned arena. */
+/* Backend API 1.2 optimize_subgraph (optimizer.c, with optimizer_*.c): compiles the sub-graph
+   into one program that runs every layer in one call, fusing Convolution2d,
+   DepthwiseConvolution2d and FullyConnected with a following residual Addition and/or
+   Activation, intermediates in one planned arena. */
 BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSubgraph *subgraph,
                                     BackendOptimizationViews *views, char *message, size_t message_size);
 
-/* Backend API 1.2 profiling and serialized compiled sub-graphs (optimizer.c). */
+/* Backend API 1.2 profiling (optimizer_profiling.c) and serialized compiled sub-graphs
+   (optimizer_format.c). */
 typedef struct RefProfiling RefProfiling;
 BackendStatus ref_create_profiling_context(const BackendInstance *self,
                                            BackendProfilingContext **context, char *message,

@@ -11,6 +11,9 @@
  * next job for RK_SPIN_NS (0.5 ms) before it sleeps, and so does a job owner waiting for a
  * worker's last block. The job's threads are kept on distinct CPUs where the process may use
  * enough of them (see "placement").
+ *
+ * Every piece of this file's static state is set by rk_pool_init() when the library is loaded;
+ * none is trusted to start zeroed (see there).
  */
 #include "kernels_internal.h"
 
@@ -21,8 +24,9 @@
 #include <time.h>
 #include <unistd.h>
 
-static pthread_once_t g_once = PTHREAD_ONCE_INIT;
-static int g_threads = 1;
+/* set by rk_pool_init() */
+static pthread_once_t g_once;
+static int g_threads;
 
 static void init_once(void)
 {
@@ -85,12 +89,7 @@ static struct {
     atomic_int where[RK_MAX_THREADS];
     int narrowed[RK_MAX_THREADS];
     cpu_set_t affinity[RK_MAX_THREADS];
-} g_pool = {
-    .job = PTHREAD_MUTEX_INITIALIZER,
-    .mu = PTHREAD_MUTEX_INITIALIZER,
-    .work = PTHREAD_COND_INITIALIZER,
-    .idle = PTHREAD_COND_INITIALIZER,
-};
+} g_pool; /* set by rk_pool_init() */
 
 /* ---- short spins before sleeping ----------------------------------------------------------- */
 
@@ -309,10 +308,34 @@ static void pool_after_fork_child(void)
 static void pool_before_fork(void) { pthread_mutex_lock(&g_pool.mu); }
 static void pool_after_fork_parent(void) { pthread_mutex_unlock(&g_pool.mu); }
 
-static pthread_once_t g_fork_once = PTHREAD_ONCE_INIT;
+static pthread_once_t g_fork_once; /* set by rk_pool_init() */
 static void register_fork_handlers(void)
 {
     pthread_atfork(pool_before_fork, pool_after_fork_parent, pool_after_fork_child);
+}
+
+/*
+ * Sets every piece of the static state above, the once-controls included, when the library is
+ * loaded (before dlopen returns, so before any kernel runs). Static initializers of zero would
+ * leave it to the .bss starting zeroed, which a file can break while staying loadable (its
+ * writable segment mapping file bytes over the .bss): the once-controls would read "done", the
+ * locks held, the workers started, and the pool would hang or call into garbage.
+ */
+__attribute__((constructor)) static void rk_pool_init(void)
+{
+    const pthread_once_t once_init = PTHREAD_ONCE_INIT;
+    g_once = once_init;
+    g_fork_once = once_init;
+    g_threads = 1;
+    memset(&g_pool, 0, sizeof g_pool);
+    pthread_mutex_init(&g_pool.job, NULL);
+    pthread_mutex_init(&g_pool.mu, NULL);
+    pthread_cond_init(&g_pool.work, NULL);
+    pthread_cond_init(&g_pool.idle, NULL);
+    atomic_init(&g_pool.running, 0);
+    atomic_init(&g_pool.posted, 0);
+    for (int i = 0; i < RK_MAX_THREADS; i++)
+        atomic_init(&g_pool.where[i], 0);
 }
 
 /*

@@ -1,0 +1,188 @@
+/*
+ * Shared by the sub-graph optimizer's files (see optimizer.c for what it does):
+ *   optimizer.c           grouping the layers, building each group's program, planning its arena
+ *   optimizer_fusion.c    which layers fuse, and the fused kernel that replaces them
+ *   optimizer_execute.c   the compiled sub-graphs at run time: programs and fused kernels
+ *   optimizer_format.c    their serialized form, written and checked on load
+ *   optimizer_profiling.c the profiling context their steps report to
+ */
+#ifndef REFERENCE_BACKEND_OPTIMIZER_INTERNAL_H
+#define REFERENCE_BACKEND_OPTIMIZER_INTERNAL_H
+
+#include <stdint.h>
+
+#include "kernels.h"
+#include "layers.h"
+
+#define MAX_LAYERS 4096
+
+/* Where a fused kernel finds an operand: a constant (kept valid by the runtime while the
+   compiled sub-graph lives) or one of its boundary input buffers. */
+typedef struct Operand {
+    const float *constant;
+    int32_t input;                      /* index into the boundary inputs, or -1 */
+    uint64_t bytes;                     /* what the operand must hold */
+} Operand;
+
+enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
+
+/* ---- profiling (optimizer_profiling.c) ------------------------------------------------------ */
+
+typedef struct RefEvent {
+    const char *name;
+    uint64_t layer_ids[3];
+    uint32_t num_layer_ids;
+    int64_t start_ns, end_ns;
+} RefEvent;
+
+/* One per loaded network: the executions of one network never overlap, so no lock. */
+struct RefProfiling {
+    BackendProfilingContext base;       /* first */
+    int enabled;
+    RefEvent *events;
+    size_t count, capacity;
+    double macs;
+};
+
+/* CLOCK_MONOTONIC in nanoseconds. */
+int64_t ref_now_ns(void);
+
+/* Records one event (and its multiply-accumulates) of an execution being profiled. */
+void ref_record_event(RefProfiling *p, const char *name, const uint64_t *ids, uint32_t n,
+                      int64_t start, int64_t end, double macs);
+
+/* ---- the fused kernel ----------------------------------------------------------------------- */
+
+/* A Convolution2d, DepthwiseConvolution2d or FullyConnected layer with the Addition and/or
+   Activation fused into its epilogue (optimizer_fusion.c makes it, optimizer_execute.c runs it,
+   optimizer_format.c writes and reads it). */
+typedef struct FusedKernel {
+    BackendCompiledSubgraph base;       /* first: the runtime sees a BackendCompiledSubgraph */
+    BackendLayerType layer_type;
+    Operand operands[OPERAND_COUNT];
+    int has_bias, has_residual;
+    uint32_t num_inputs;
+    uint64_t output_bytes;
+    int64_t n, k, m;                    /* FullyConnected */
+    int transpose_weights;
+    rk_conv_params window;              /* convolutions */
+    int64_t channels_out;
+    rk_epilogue epilogue;
+    uint64_t layer_ids[3];              /* debug handles of the layers replaced */
+    uint32_t num_layer_ids;
+    RefProfiling *profiling;            /* borrowed, NULL when not profiled */
+    void *owned;                        /* constants copied from serialized bytes, or NULL */
+} FusedKernel;
+
+/* ---- the program: every layer of one group, run in one call ----------------------------------
+ * A compiled sub-graph that runs its steps (fused kernels and single layers) in order. Every
+ * tensor a step reads or writes is a slot: a boundary input or output of the substitution, a
+ * constant, or a place in one arena allocated once, at compile time (or load time), whose
+ * offsets were planned from the tensors' lifetimes so that tensors never live at once share
+ * bytes. Slots are handed to the steps as buffers of exactly their size, so every step's own
+ * checks bound what it reads and writes. */
+
+enum { SLOT_INPUT = 0, SLOT_OUTPUT = 1, SLOT_ARENA = 2, SLOT_CONSTANT = 3 };
+enum { STEP_FUSED = 0, STEP_LAYER = 1 };
+
+#define MAX_STEP_INPUTS 4
+#define ARENA_ALIGNMENT 64
+#define MAX_ARENA_BYTES ((uint64_t)1 << 40)
+
+typedef struct Slot {
+    uint32_t kind;                      /* SLOT_* */
+    uint32_t index;                     /* SLOT_INPUT / SLOT_OUTPUT: boundary position */
+    uint64_t offset;                    /* SLOT_ARENA: into the arena; SLOT_CONSTANT: into the
+                                           serialized constants */
+    uint64_t bytes;
+} Slot;
+
+typedef union LayerDescriptor {
+    BackendActivationDescriptor activation;
+    BackendFullyConnectedDescriptor fully_connected;
+    BackendConvolution2dDescriptor convolution;
+    BackendPooling2dDescriptor pooling;
+    BackendSoftmaxDescriptor softmax;
+} LayerDescriptor;
+
+/* What a step is, as serialized (no pointers). */
+typedef struct StepRecord {
+    uint32_t kind;                      /* STEP_* */
+    uint32_t num_inputs;
+    uint32_t inputs[MAX_STEP_INPUTS];   /* slots */
+    uint32_t output;                    /* slot */
+    uint32_t layer_type;                /* STEP_LAYER */
+    uint64_t layer_id;                  /* STEP_LAYER */
+    uint64_t payload_bytes;             /* STEP_FUSED: bytes of the fused kernel that follow */
+    BackendTensorInfo input_infos[3];   /* STEP_LAYER: the layer's description */
+    BackendTensorInfo output_info;
+    LayerDescriptor descriptor;
+} StepRecord;
+
+typedef struct Step {
+    StepRecord record;
+    BackendCompiledSubgraph *fused;     /* STEP_FUSED */
+    BackendWorkload *workload;          /* STEP_LAYER */
+} Step;
+
+typedef struct Program {
+    BackendCompiledSubgraph base;       /* first */
+    uint32_t num_inputs, num_outputs, num_slots, num_steps;
+    Slot *slots;
+    const void **constants;             /* per slot: SLOT_CONSTANT data, else NULL */
+    Step *steps;
+    uint64_t arena_bytes;
+    void *arena;
+    void *owned;                        /* constants read from serialized bytes, or NULL */
+    uint64_t owned_bytes;
+    RefProfiling *profiling;
+    BackendBuffer *scratch;             /* per-call buffers: num_slots entries */
+} Program;
+
+static inline int64_t elements(const BackendTensorInfo *info)
+{
+    int64_t count = 1;
+    for (uint32_t d = 0; d < info->num_dimensions; d++)
+        count *= info->dimensions[d];
+    return count;
+}
+
+/* ---- optimizer_fusion.c --------------------------------------------------------------------- */
+
+/* Whether the sub-graph's outputs include `tensor`. */
+int ref_is_subgraph_output(const BackendSubgraph *g, uint32_t tensor);
+
+/* Tries to fuse layer `head` (in program group `group`) with the layers after it that are not
+   `taken_in` yet; on success returns the fused kernel, its boundary inputs in `inputs` (at most
+   4), the tensor it writes in *output and the index of its last layer in *last (the caller marks
+   its layers taken). NULL with *status OK: nothing to fuse. */
+FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
+                      const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
+                      BackendStatus *status);
+
+/* ---- optimizer_execute.c -------------------------------------------------------------------- */
+
+/* Sets the header and the methods of a fused kernel. */
+void ref_fused_init(FusedKernel *k);
+
+/* Allocates a program's per-call buffers and arena (arena_bytes, planned) and sets its header
+   and methods. */
+BackendStatus ref_program_finish(Program *p, char *message, size_t message_size);
+
+/* Frees a program and every step it owns, however far it was built. */
+void ref_program_destroy(BackendCompiledSubgraph *self);
+
+/* ---- optimizer.c ---------------------------------------------------------------------------- */
+
+/* Places the arena slots (offsets) from the lifetimes [first, last] of their tensors (step
+   indices); returns the arena size, UINT64_MAX when out of memory. */
+uint64_t ref_plan_arena(Slot *slots, const uint32_t *first, const uint32_t *last, uint32_t n);
+
+/* ---- optimizer_format.c --------------------------------------------------------------------- */
+
+BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
+                                  uint64_t *size, char *message, size_t message_size);
+BackendStatus ref_program_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
+                                    uint64_t *size, char *message, size_t message_size);
+
+#endif /* REFERENCE_BACKEND_OPTIMIZER_INTERNAL_H */
