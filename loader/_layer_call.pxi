@@ -60,20 +60,20 @@ cdef _LayerCall _pack_layer(object prepared):
     call.infos = <abi.BackendTensorInfo *>calloc(n + 1, sizeof(abi.BackendTensorInfo))
     if call.infos == NULL:
         raise MemoryError()
-    for i in range(n):
-        _fill_info(&call.infos[i], prepared.input_shapes[i])
-    _fill_info(&call.infos[n], prepared.output_shape)
-    memset(&call.description, 0, sizeof(call.description))
-    call.description.struct_size = sizeof(abi.BackendLayerDescription)
-    call.description.layer_type = prepared.code
-    call.description.num_inputs = <uint32_t>n
-    call.description.num_outputs = 1
-    call.description.inputs = &call.infos[0]
-    call.description.outputs = &call.infos[n]
-    call.description.descriptor = NULL
     try:
+        for i in range(n):
+            _fill_info(&call.infos[i], prepared.input_shapes[i])
+        _fill_info(&call.infos[n], prepared.output_shape)
+        memset(&call.description, 0, sizeof(call.description))
+        call.description.struct_size = sizeof(abi.BackendLayerDescription)
+        call.description.layer_type = prepared.code
+        call.description.num_inputs = <uint32_t>n
+        call.description.num_outputs = 1
+        call.description.inputs = &call.infos[0]
+        call.description.outputs = &call.infos[n]
+        call.description.descriptor = NULL
         _fill_descriptor(call, prepared.code, prepared.fields)
-    except (OverflowError, KeyError) as error:
+    except (OverflowError, KeyError, TypeError) as error:
         raise _errors.InvalidLayerError(f"{prepared.name}: a value does not fit the C layer "
                                         f"description: {error}") from None
     return call

@@ -300,7 +300,7 @@ def test_older_minor_versions_load_beside_12_and_never_receive_subgraphs(backend
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
         versions = {b: str(rt.create_backend(b).version) for b in rt.backend_ids}
         assert versions == {"MockMinorOlder": "1.0", "MockMinorPrevious": "1.1",
-                            "MockCompiledWrongResult": "1.2"}
+                            "MockCompiledWrongResult": str(loader.BACKEND_API_VERSION)}
         assert rt.create_backend("MockMinorPrevious").features["SubgraphOptimization"] is False
         net = relu_chain()
         with rt.load_network(net, backends=["MockMinorOlder", "MockMinorPrevious"]) as loaded:
@@ -309,6 +309,38 @@ def test_older_minor_versions_load_beside_12_and_never_receive_subgraphs(backend
             assert "1.0" in loaded.declined["relu0"]["MockMinorOlder"]
             x = rand(2, 5)
             assert np.array_equal(loaded.execute({"x": x})["y"], np.maximum(x, 0))
+
+
+@pytest.mark.parametrize("layer, shapes, descriptor", [
+    ("Subtraction", [(2, 3), (2, 3)], None),
+    ("Concatenation", [(2, 3), (2, 3)], {"axis": 0}),
+    ("Softmax", [(2, 3)], {"axis": 0}),
+    ("Softmax", [(2, 3)], {"log": True}),
+    ("Convolution2d", [(1, 4, 4, 2), (2, 1, 1, 1)], {"groups": 2}),
+    ("Pooling2d", [(1, 4, 4, 2)], {"pool": "max", "kernel": 3, "ceil_mode": True}),
+    ("Pooling2d", [(1, 4, 4, 2)], {"pool": "l2", "kernel": 2}),
+    ("Activation", [(2, 3)], {"function": "gelu"}),
+])
+def test_a_12_backend_is_never_offered_what_13_added(backend_dir, layer, shapes, descriptor):
+    install_mock("minor_1_2_says_yes", backend_dir)
+    install_reference(backend_dir)
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        old = rt.create_backend("MockMinor12SaysYes")
+        support = old.is_layer_supported(layer, shapes, descriptor)
+        assert not support and "not supported by this backend's API version" in support.reason
+        assert "needs Backend API 1.3" in support.reason
+        with pytest.raises(loader.LayerNotSupportedError, match="API version"):
+            old.create_workload_factory().create_workload(layer, shapes, descriptor)
+        # what 1.2 could already express is asked of the backend itself (it says yes)
+        assert old.is_layer_supported("Softmax", [(2, 3)], {"axis": -1, "log": False})
+        assert old.is_layer_supported("Convolution2d", [(1, 4, 4, 2), (2, 1, 1, 2)], {"groups": 1})
+        net = loader.Network()
+        inputs = [net.add_input(f"x{i}", shape) if i == 0 or layer not in ("Convolution2d",)
+                  else net.add_constant(f"w{i}", rand(*shape)) for i, shape in enumerate(shapes)]
+        net.add_output(net.add_layer(layer, inputs, descriptor, name="it"), "y")
+        with rt.load_network(net, backends=["MockMinor12SaysYes", "CpuRef"]) as loaded:
+            assert loaded.assignments == {"it": "CpuRef"}
+            assert "API version" in loaded.declined["it"]["MockMinor12SaysYes"]
 
 
 # -- rule 12.5: lifecycle ------------------------------------------------------------------------

@@ -42,9 +42,12 @@ def _convolution(depthwise):
                 raise InvalidLayerError(f"{layer}: {groups} groups do not divide the input "
                                         f"channels ({x[3]}) and the outputs ({w[0]}) evenly")
             if w[3] * groups != x[3]:
+                if groups == 1:
+                    raise InvalidLayerError(f"{layer}: weights {list(w)} have C = {w[3]}, the "
+                                            f"input {list(x)} has C = {x[3]}")
                 raise InvalidLayerError(f"{layer}: weights {list(w)} have C/groups = {w[3]}, the "
-                                        f"input {list(x)} with {groups} group(s) has "
-                                        f"{x[3] // groups}")
+                                        f"input {list(x)} in {groups} groups has "
+                                        f"{x[3] // groups} channels per group")
             channels = w[0]
         if len(shapes) == 3 and tuple(shapes[2]) != (channels,):
             raise InvalidLayerError(f"{layer}: bias must have shape [{channels}], "
