@@ -8,7 +8,7 @@ and the availability answer must not change. A backend without an optimizer (eve
 backend) or without the optional member gets NOT_SUPPORTED, never FAIL."""
 import numpy as np
 
-from conformance.cases import Failed, NotSupported, case
+from conformance.registry import Failed, NotSupported, case
 
 SEEDS = (1, 2, 3)
 LAYERS_PER_NETWORK = 8
