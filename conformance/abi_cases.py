@@ -78,7 +78,8 @@ def _abi_capabilities(subject):
 
 
 @case("abi.workload-struct", "ABI-1", blocking=True,
-      blocks=("lifecycle.outlive-instance", "support.creatable", "raw.execute-misuse",
+      blocks=("lifecycle.outlive-instance", "lifecycle.create-destroy-workloads",
+              "support.creatable", "raw.execute-misuse",
               "abi.custom-allocator", "layers.*", "memory.*", "resources.*", "concurrency.*",
               "speed.*"))
 def _abi_workload_struct(subject):

@@ -159,3 +159,22 @@ def test_every_header_a_one_defect_backend_includes_is_one_setup_py_rebuilds_it_
                     stack.append(header)
     assert included and included <= headers, sorted(included - headers)
     assert headers <= included, f"headers no backend includes: {sorted(headers - included)}"
+
+
+@pytest.mark.parametrize("stem, case_id, words", [
+    ("instance_opens_fd_per_create", "lifecycle.create-destroy",
+     ["instances: ", "file descriptors opened and never closed", "(1 per create/destroy cycle)"]),
+    ("factory_opens_fd_per_create", "lifecycle.create-destroy-factories",
+     ["workload factories: ", "file descriptors opened and never closed"]),
+    ("context_thread_per_create", "lifecycle.create-destroy-contexts",
+     ["backend contexts: ", "threads started and never ended", "(1 per create/destroy cycle)"]),
+    ("manager_maps_per_create", "lifecycle.create-destroy-memory-managers",
+     ["memory managers: memory mapped and never unmapped", "65536 bytes per create/destroy cycle"]),
+])
+def test_a_leak_is_named_by_the_objects_and_the_kind_of_resource(stem, case_id, words):
+    """Every create/destroy loop counts heap, mappings, descriptors and threads: each of these
+    backends leaks one kind in one loop, and only that loop's case fails."""
+    run = runner.run_cases(DEFECTS[stem].path, "create-destroy", timeout=TIMEOUT)
+    findings = {r.case.id: r.message for r in run.results if r.status in runner.BREAKING}
+    assert list(findings) == [case_id], findings
+    assert all(word in findings[case_id] for word in words), findings[case_id]

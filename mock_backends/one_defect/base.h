@@ -30,6 +30,9 @@
  *   OD_AFTER_EXECUTE(w)         runs after a successful execute (nothing)
  *   OD_SIGMOID(v), OD_TANH(v)   the activation functions of one float (overflow-free forms)
  *   OD_WORKLOAD_STATE           extra members of OdWorkload (none); OD_FREE_STATE(w) frees them
+ *   OD_AFTER_CREATE_INSTANCE(i), OD_AFTER_CREATE_FACTORY(f), OD_AFTER_CREATE_MANAGER(m),
+ *   OD_AFTER_CREATE_CONTEXT(c)  run after an instance, a workload factory, a memory manager or a
+ *                               backend context is created (nothing)
  */
 #ifndef ONE_DEFECT_BASE_H
 #define ONE_DEFECT_BASE_H
@@ -72,6 +75,18 @@
 #endif
 #ifndef OD_FREE_STATE
 #define OD_FREE_STATE(w) ((void)(w))
+#endif
+#ifndef OD_AFTER_CREATE_INSTANCE
+#define OD_AFTER_CREATE_INSTANCE(i) ((void)(i))
+#endif
+#ifndef OD_AFTER_CREATE_FACTORY
+#define OD_AFTER_CREATE_FACTORY(f) ((void)(f))
+#endif
+#ifndef OD_AFTER_CREATE_MANAGER
+#define OD_AFTER_CREATE_MANAGER(m) ((void)(m))
+#endif
+#ifndef OD_AFTER_CREATE_CONTEXT
+#define OD_AFTER_CREATE_CONTEXT(c) ((void)(c))
 #endif
 
 #include "od_objects.h"
@@ -128,6 +143,7 @@ static BackendStatus od_create_memory_manager(const BackendInstance *self, Backe
     m->base.release = od_release;
     m->base.destroy = od_manager_destroy;
     m->allocator = allocator;
+    OD_AFTER_CREATE_MANAGER(m);
     *manager = &m->base;
     return BACKEND_STATUS_OK;
 }
@@ -145,7 +161,27 @@ static BackendStatus od_create_workload_factory(const BackendInstance *self, Bac
     f->base.create_workload = od_create_workload;
     f->base.destroy = od_factory_destroy;
     f->allocator = allocator;
+    OD_AFTER_CREATE_FACTORY(f);
     *factory = &f->base;
+    return BACKEND_STATUS_OK;
+}
+
+static BackendStatus od_create_backend_context(const BackendInstance *self, BackendContext **context,
+                                               char *message, size_t message_size)
+{
+    const BackendAllocator *allocator = ((const OdInstance *)self)->allocator;
+    OdContext *c = od_alloc(allocator, sizeof *c);
+    if (c == NULL)
+        return od_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    c->base.struct_size = sizeof c->base;
+    c->base.before_load_network = od_context_notified;
+    c->base.after_load_network = od_context_notified;
+    c->base.before_unload_network = od_context_notified;
+    c->base.after_unload_network = od_context_notified;
+    c->base.destroy = od_context_destroy;
+    c->allocator = allocator;
+    OD_AFTER_CREATE_CONTEXT(c);
+    *context = &c->base;
     return BACKEND_STATUS_OK;
 }
 
@@ -189,7 +225,9 @@ BACKEND_EXPORT void *BackendFactory(void)
     instance->base.is_layer_supported = od_is_layer_supported;
     instance->base.create_memory_manager = od_create_memory_manager;
     instance->base.create_workload_factory = od_create_workload_factory;
+    instance->base.create_backend_context = od_create_backend_context;
     instance->base.use_custom_allocator = od_use_custom_allocator;
+    OD_AFTER_CREATE_INSTANCE(instance);
     return &instance->base;
 }
 

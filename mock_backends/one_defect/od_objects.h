@@ -68,6 +68,11 @@ typedef struct OdManager {
     int acquired;
 } OdManager;
 
+typedef struct OdContext {
+    BackendContext base;
+    const BackendAllocator *allocator;
+} OdContext;
+
 typedef struct OdWorkload {
     BackendWorkload base;
     const BackendAllocator *allocator;

@@ -1,6 +1,7 @@
 /*
- * od_workloads.h - workloads, the workload factory and the memory manager. Part of base.h: a one-defect backend includes base.h, which sets the
- * knobs' defaults before it includes this.
+ * od_workloads.h - workloads, the workload factory, the memory manager and the backend context.
+ * Part of base.h: a one-defect backend includes base.h, which sets the knobs' defaults before it
+ * includes this.
  */
 #ifndef ONE_DEFECT_WORKLOADS_H
 #define ONE_DEFECT_WORKLOADS_H
@@ -116,6 +117,20 @@ static BackendStatus od_release(BackendMemoryManager *self, char *message, size_
 static void od_manager_destroy(BackendMemoryManager *self)
 {
     od_free(((OdManager *)self)->allocator, self);
+}
+
+/* ---- backend context: every notification in order is accepted ----------------------------- */
+
+static BackendStatus od_context_notified(BackendContext *self, uint64_t network_id, char *message,
+                                         size_t message_size)
+{
+    (void)self, (void)network_id, (void)message, (void)message_size;
+    return BACKEND_STATUS_OK;
+}
+
+static void od_context_destroy(BackendContext *self)
+{
+    od_free(((OdContext *)self)->allocator, self);
 }
 
 #endif /* ONE_DEFECT_WORKLOADS_H */
