@@ -591,6 +591,19 @@ def test_list_names_every_case_and_its_requirement():
     assert all(line.split()[1] in REQUIREMENTS for line in lines)
 
 
+def test_version_names_the_kit_and_the_backend_api_it_implements():
+    import conformance
+    result = kit("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"backend-conformance {conformance.version()} "
+                             f"(Backend API {loader.BACKEND_API_VERSION})\n")
+
+
+def test_init_help_says_what_vendor_and_name_may_contain():
+    text = " ".join(kit("init", "--help").stdout.split())
+    assert text.count("ASCII letters and digits only: the library is <vendor>_<name>_backend.so") == 2
+
+
 def test_info_shows_id_version_and_claimed_layers():
     result = kit("info", "--backend", reference_backend.LIBRARY_PATH, "--json")
     info = json.loads(result.stdout)
