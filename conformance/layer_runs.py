@@ -8,6 +8,7 @@ computed in float64 (conformance/reference.py); tolerances grow with the length 
 reduction behind each output. A NaN or infinity where the reference is finite is always a
 mismatch.
 """
+import contextlib
 import hashlib
 import math
 import os
@@ -262,15 +263,24 @@ class Prepared:
         factory.close()
         self.output = [np.empty(self.workload.output_shape, np.float32)]
 
-    def run(self, times=1):
+    def execute(self):
+        """One execution; the memory manager, if any, must be acquired (``acquired()``)."""
+        self.workload.execute(self.inputs, self.output)
+
+    @contextlib.contextmanager
+    def acquired(self):
         if self.manager is not None:
             self.manager.acquire()
         try:
-            for _ in range(times):
-                self.workload.execute(self.inputs, self.output)
+            yield self
         finally:
             if self.manager is not None:
                 self.manager.release()
+
+    def run(self, times=1):
+        with self.acquired():
+            for _ in range(times):
+                self.execute()
         return self.output[0]
 
     def close(self):

@@ -78,8 +78,9 @@ def _execute_leaks(subject):
     for data in chosen:
         prepared = Prepared(backend, data, inputs_for(data, subject.seed))
         try:
-            findings += leaks(prepared.run, EXECUTES, f"{data['layer']} ({data['id']})", "execute",
-                              "executes of one workload", settle=100)
+            with prepared.acquired():
+                findings += leaks(prepared.execute, EXECUTES, f"{data['layer']} ({data['id']})",
+                                  "execute", "executes of one workload", settle=100)
         finally:
             prepared.close()
     _fail_on(findings)

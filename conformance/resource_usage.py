@@ -64,10 +64,8 @@ def usage() -> Usage:
                  _entries("/proc/self/task"))
 
 
-def _run(cycle: Callable[[], None], cycles: int):
-    """(cycles run, growth of each kind) over one run of ``cycle``."""
-    gc.collect()
-    before = usage()
+def _run(cycle: Callable[[], None], cycles: int, before: Usage):
+    """(cycles run, usage after) for one run of ``cycle`` that started at ``before``."""
     ran = 0
     while ran < cycles:
         cycle()
@@ -77,10 +75,13 @@ def _run(cycle: Callable[[], None], cycles: int):
                 or _entries("/proc/self/task") - before.threads > THREADS):
             break
     gc.collect()
-    after = usage()
+    return ran, usage()
+
+
+def _growth(before: Usage, after: Usage) -> Usage:
     heap = None if before.heap is None or after.heap is None else after.heap - before.heap
-    return ran, Usage(heap, after.mappings - before.mappings, after.mapped - before.mapped,
-                      after.fds - before.fds, after.threads - before.threads)
+    return Usage(heap, after.mappings - before.mappings, after.mapped - before.mapped,
+                 after.fds - before.fds, after.threads - before.threads)
 
 
 def leaks(cycle: Callable[[], None], cycles: int, what: str, unit: str, units: str,
@@ -91,7 +92,11 @@ def leaks(cycle: Callable[[], None], cycles: int, what: str, unit: str, units: s
     them (``cycles``)."""
     for _ in range(settle):
         cycle()
-    (ran1, first), (ran2, second) = _run(cycle, cycles), _run(cycle, cycles)
+    gc.collect()
+    start = usage()
+    ran1, middle = _run(cycle, cycles, start)
+    ran2, end = _run(cycle, cycles, middle)
+    first, second = _growth(start, middle), _growth(middle, end)
     runs = f"each of two runs of {ran1} {units}" if ran1 == ran2 == cycles else \
         f"a run of {ran1} {units}, then one of {ran2}"
     findings = []

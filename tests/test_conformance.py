@@ -334,7 +334,8 @@ def test_progress_in_a_log_names_each_case_as_it_starts_so_a_hang_shows_where():
             if line.split()[-1:] == ["entry.factory"]:
                 assert process.poll() is None, "the line came only after the case"
                 break
-        assert lines[0] == f"[ 1/{len(cases.CASES)}] file.name", lines
+        total = len(cases.CASES)
+        assert lines[0] == f"[{1:>{len(str(total))}}/{total}] file.name", lines
         assert [line.split()[-1] for line in lines[:4]] == [
             "file.name", "file.elf", "file.entry-points", "file.symbol-hygiene"]
         assert "entry.factory" in lines[-1]
@@ -677,7 +678,7 @@ def test_the_namespaced_option_runs_beside_a_suite_own_backend_option(suite_with
     link.symlink_to(reference_backend.LIBRARY_PATH)
     result = pytest_in(suite_with_its_own_backend_option, "-rA", "--backend", "gpu",
                        f"--conformance-backend={link}", "-k", "device or file.",
-                       f"--junit-xml={tmp_path / 'j.xml'}")
+                       f"--junit-xml={tmp_path / 'j.xml'}", ".")  # the suite's tests too
     assert result.returncode == 0, result.stdout + result.stderr
     # counted like any other items: collected, then deselected and selected
     assert f"collected {len(cases.CASES) + 1} items / {len(cases.CASES) - 5} deselected / " \
