@@ -32,7 +32,7 @@ def _life_factories(subject):
                    "workload factories", CYCLE, "cycles"))
 
 
-@case("lifecycle.create-destroy-memory-managers", "LIFE-1")
+@case("lifecycle.create-destroy-managers", "LIFE-1")
 def _life_memory_managers(subject):
     backend = subject.backend()
     if not backend.features["MemoryManager"]:

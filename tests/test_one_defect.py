@@ -168,7 +168,7 @@ def test_every_header_a_one_defect_backend_includes_is_one_setup_py_rebuilds_it_
      ["workload factories: ", "file descriptors opened and never closed"]),
     ("context_thread_per_create", "lifecycle.create-destroy-contexts",
      ["backend contexts: ", "threads started and never ended", "(1 per create/destroy cycle)"]),
-    ("manager_maps_per_create", "lifecycle.create-destroy-memory-managers",
+    ("manager_maps_per_create", "lifecycle.create-destroy-managers",
      ["memory managers: memory mapped and never unmapped", "65536 bytes per create/destroy cycle"]),
 ])
 def test_a_leak_is_named_by_the_objects_and_the_kind_of_resource(stem, case_id, words):
