@@ -145,6 +145,10 @@ def mock_libraries():
     return libraries + one_defect_libraries()
 
 
+# base.h and the parts it includes: every one-defect and correct backend includes them all.
+ONE_DEFECT_HEADERS = sorted(glob("mock_backends/one_defect/*.h"))
+
+
 def one_defect_libraries():
     """mock_backends/one_defect/*.c -> one_defect/lib/ (one defect each);
     mock_backends/one_defect/correct/*.c -> one_defect/correct/lib/ (correct backends)."""
@@ -155,7 +159,7 @@ def one_defect_libraries():
             stem = os.path.splitext(os.path.basename(source))[0]
             libraries.append(NativeLibrary(
                 f"{directory}/lib/{one_defect_library_name(stem, correct)}", [source],
-                libraries=["m"], depends=["abi/backend_api.h", "mock_backends/one_defect/base.h"]))
+                libraries=["m"], depends=["abi/backend_api.h"] + ONE_DEFECT_HEADERS))
     return libraries
 
 

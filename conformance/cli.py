@@ -6,6 +6,7 @@
     backend-conformance list [-k EXPR]
     backend-conformance info --backend FILE.so [--json]
     backend-conformance init --vendor V --name N DIR
+    backend-conformance --version
 
 Exit codes (the README has the same table):
 
@@ -25,7 +26,7 @@ import sys
 import traceback
 from typing import List, Optional
 
-from conformance import report, runner
+from conformance import report, runner, scaffold
 from conformance.expectations import Expectations, ExpectationsError
 
 EXIT_CONFORMANT = 0
@@ -171,7 +172,6 @@ def _info(parser, args) -> int:
 
 
 def _init(parser, args) -> int:
-    from conformance import scaffold
     try:
         written = scaffold.write(args.directory, args.vendor, args.name)
     except ValueError as error:
@@ -184,11 +184,27 @@ def _init(parser, args) -> int:
     return 0
 
 
+class _Version(argparse.Action):
+    """--version: the kit's version and the Backend API it implements. Looked up only when
+    asked (the kit's version comes from the installed distribution's metadata)."""
+
+    def __init__(self, option_strings, dest, **kwargs):
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS,
+                         help="print the kit's version and the Backend API version, and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        import conformance
+        import loader
+        print(f"{parser.prog} {conformance.version()} (Backend API {loader.BACKEND_API_VERSION})")
+        parser.exit(0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="backend-conformance", description="Validate a prebuilt dynamic backend.",
         epilog="exit codes: 0 conformant, 1 not conformant, 2 usage error, 3 internal error, "
                "4 partial run (-k) whose cases passed, 130 interrupted")
+    parser.add_argument("--version", action=_Version)
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     run = commands.add_parser("run", help="run the conformance cases against a backend")
@@ -229,8 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     info.set_defaults(handler=_info)
 
     init = commands.add_parser("init", help="write a minimal backend and Makefile that pass")
-    init.add_argument("--vendor", required=True)
-    init.add_argument("--name", required=True)
+    rule = (f"{scaffold.FIELD_RULE} only: the library is <vendor>_<name>_backend.so, the backend "
+            f"id <vendor><name>")
+    init.add_argument("--vendor", required=True, help=f"the vendor; {rule}")
+    init.add_argument("--name", required=True, help=f"the backend's name; {rule}")
     init.add_argument("directory", metavar="DIR")
     init.set_defaults(handler=_init)
     return parser

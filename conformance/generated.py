@@ -9,136 +9,14 @@ denormals, negative and zero softmax beta). A second family runs one workload se
 new inputs and, where the backend declares NonConstWeights, new weights.
 
 The shapes and parameters are fixed; the values come from the run's seed (``--seed``, in the
-report and in every reproduce command) and the case id. References are computed in float64
-(conformance/reference.py); tolerances grow with the length of the reduction behind each output.
-A NaN or infinity where the reference is finite is always a mismatch.
+report and in every reproduce command) and the case id; conformance/layer_runs.py makes them and
+judges the outputs.
 """
-import hashlib
-import math
 from typing import Dict, List
 
-import numpy as np
-
-from conformance.cases import (Failed, LayerMismatch, NotSupported, case, execute, layer_cases,
-                               _inputs_at, _layer_inputs)
-
-DEFAULT_SEED = 20261123
-FLOAT32_UNIT = 2.0 ** -24  # unit roundoff of float32
-WEIGHTED = ("FullyConnected", "Convolution2d", "DepthwiseConvolution2d")  # input 1.. are weights
-
-
-# -- values ------------------------------------------------------------------------------------
-
-def _rng(seed, key):
-    digest = hashlib.sha256(f"{seed}:{key}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
-
-
-def _values(rng, shape, kind, scale):
-    size = int(np.prod(shape, dtype=np.int64))
-    if kind == "large":
-        v = rng.uniform(-1, 1, size) * scale
-    elif kind == "negative":
-        v = rng.uniform(-2, -1, size)
-    elif kind == "zeros":
-        v = np.where(rng.random(size) < 0.5, rng.choice([0.0, -0.0], size), rng.uniform(-1, 1, size))
-    elif kind == "denormal":
-        v = rng.choice([1e-40, -1e-40, 1e-45, -1e-45, 0.0, -0.0, 1.0, -0.5], size)
-    else:
-        v = rng.uniform(-1, 1, size) * scale
-    return v.astype(np.float32).reshape(shape)
-
-
-def inputs_for(data, seed=DEFAULT_SEED, key="") -> List[np.ndarray]:
-    """The inputs of a fixed (YAML) or generated case. Fixed cases keep their own seeding."""
-    if "values" not in data:
-        return _layer_inputs(data)
-    rng = _rng(DEFAULT_SEED if seed is None else seed, data["id"] + key)
-    kind, scale = data["values"], data.get("scale", 1.0)
-    data_inputs = 1 if data["layer"] in WEIGHTED else len(data["inputs"])
-    return [_values(rng, shape, kind if i < data_inputs else "uniform", scale if i < data_inputs else 1.0)
-            for i, shape in enumerate(data["inputs"])]
-
-
-def describe(data, seed=None) -> str:
-    shapes = " ".join(str(list(s)) for s in data["inputs"])
-    extra = "".join(f", {k} {v}" for k, v in (data.get("descriptor") or {}).items())
-    values = f", values {data['values']}" + (f" x{data['scale']:g}" if data.get("scale", 1) != 1 else "") \
-        if "values" in data else ""
-    seeded = f", seed {seed}" if seed is not None and "values" in data else ""
-    return f"{data['id']} ({data['layer']} {shapes}{extra}{values}{seeded})"
-
-
-# -- comparison --------------------------------------------------------------------------------
-
-def _reduction(layer, inputs, descriptor):
-    """Length of the reduction behind each output and the float64 sum of |terms| (or None)."""
-    from conformance import reference
-    d = descriptor or {}
-    if layer == "FullyConnected":
-        n = inputs[0].shape[1]
-    elif layer == "Convolution2d":
-        n = int(np.prod(inputs[1].shape[1:]))
-    elif layer == "DepthwiseConvolution2d":
-        n = inputs[1].shape[1] * inputs[1].shape[2]
-    elif layer == "Pooling2d" and d.get("pool") == "average":
-        kernel = d["kernel"]
-        n = kernel * kernel if isinstance(kernel, int) else kernel[0] * kernel[1]
-    else:
-        return 1, None
-    magnitude = reference.evaluate(layer, [np.abs(x) for x in inputs], descriptor)
-    return n, np.abs(magnitude)
-
-
-def tolerance(data, inputs, expected):
-    rtol, atol = data.get("rtol", 1e-4), data.get("atol", 1e-4)
-    tol = atol + rtol * np.abs(expected)
-    n, magnitude = _reduction(data["layer"], inputs, data.get("descriptor"))
-    if magnitude is not None:
-        tol = tol + 4 * math.sqrt(n) * FLOAT32_UNIT * magnitude
-    if data["layer"] == "Softmax":
-        beta = (data.get("descriptor") or {}).get("beta", 1.0)
-        spread = np.max(np.abs(beta * inputs[0].astype(np.float64)), axis=-1, keepdims=True)
-        cols = inputs[0].shape[-1]
-        tol = tol + (8 * spread + 4 * math.sqrt(cols)) * FLOAT32_UNIT * np.abs(expected)
-    return tol
-
-
-def expectation(data, inputs):
-    """The float64 reference output of a case and its tolerance, per element."""
-    from conformance import reference
-    expected = reference.evaluate(data["layer"], inputs, data.get("descriptor"))
-    return expected, tolerance(data, inputs, expected)
-
-
-def compare(data, inputs, out, seed=None, what="", expected=None):
-    """Raise Failed unless ``out`` matches the float64 reference within the case's tolerance.
-    ``expected``: what expectation() returned for these inputs, when already known."""
-    label = describe(data, seed) + (f", {what}" if what else "")
-    expected, tol = expected or expectation(data, inputs)
-    if out.shape != expected.shape:
-        raise LayerMismatch(data["id"], f"{label}: output shape {list(out.shape)}, expected "
-                                        f"{list(expected.shape)}")
-    got = out.astype(np.float64)
-    finite = np.isfinite(expected)
-    nan = np.isnan(got) & finite
-    inf = np.isinf(got) & finite
-    with np.errstate(invalid="ignore"):
-        error = np.abs(got - expected)
-        bad = nan | inf | (error > tol)
-    if not np.any(bad):
-        return
-    if np.any(nan | inf):
-        worst = np.unravel_index(np.argmax(nan | inf), bad.shape)
-    else:
-        worst = np.unravel_index(np.argmax(np.where(bad, error / tol, 0)), bad.shape)
-    non_finite = f" ({int(nan.sum())} NaN, {int(inf.sum())} infinite where the reference is " \
-                 f"finite)" if np.any(nan | inf) else ""
-    raise LayerMismatch(data["id"], f"{label}: {int(bad.sum())} of {bad.size} values wrong"
-                                    f"{non_finite}; worst at index {list(map(int, worst))}: got "
-                                    f"{float(got[worst]):.7g}, expected {float(expected[worst]):.7g} "
-                                    f"(tolerance {float(tol[worst]):.2g})"
-                                    f"{_inputs_at(inputs, expected.shape, worst)}")
+from conformance.layer_runs import (WEIGHTED, compare, describe, execute, inputs_for, layer_cases,
+                                    spec)
+from conformance.registry import Failed, LayerMismatch, NotSupported, case
 
 
 # -- the sweeps --------------------------------------------------------------------------------
@@ -149,15 +27,6 @@ CHANNELS = [1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 63, 64, 65]
 SIDES = ([1, 0, 0, 0], [0, 1, 0, 0], [0, 0, 1, 0], [0, 0, 0, 1])
 
 
-def _spec(family, index, layer, inputs, descriptor=None, values="uniform", scale=1.0, **extra):
-    spec = {"id": f"{family}-{index}", "layer": layer, "inputs": [list(s) for s in inputs],
-            "values": values, "scale": scale}
-    if descriptor:
-        spec["descriptor"] = descriptor
-    spec.update(extra)
-    return spec
-
-
 def _activations():
     functions = [{"function": "relu"}, {"function": "bounded_relu", "a": 1.0, "b": -1.0},
                  {"function": "sigmoid"}, {"function": "tanh"}, {"function": "leaky_relu", "a": 0.01}]
@@ -166,8 +35,8 @@ def _activations():
     specs = []
     for function in functions:
         for values, scale, shape in classes:
-            specs.append(_spec("activation", len(specs), "Activation", [shape], function, values,
-                               scale))
+            specs.append(spec("activation", len(specs), "Activation", [shape], function, values,
+                              scale))
     return specs
 
 
@@ -179,7 +48,7 @@ def _broadcasts():
     specs = []
     for layer in ("Addition", "Multiplication"):
         for a, b in pairs:
-            specs.append(_spec(layer.lower(), len(specs), layer, [a, b]))
+            specs.append(spec(layer.lower(), len(specs), layer, [a, b]))
     return specs
 
 
@@ -188,8 +57,8 @@ def _fully_connected():
     for i, k in enumerate(BOUNDARIES):
         transpose = i % 2 == 0
         shapes = [[2, k], [3, k] if transpose else [k, 3]] + ([[3]] if i % 3 == 0 else [])
-        specs.append(_spec("fc", i, "FullyConnected", shapes, {"transpose_weights": transpose}))
-    specs.append(_spec("fc", len(specs), "FullyConnected", [[5, 1], [1, 1]], {}, "denormal"))
+        specs.append(spec("fc", i, "FullyConnected", shapes, {"transpose_weights": transpose}))
+    specs.append(spec("fc", len(specs), "FullyConnected", [[5, 1], [1, 1]], {}, "denormal"))
     return specs
 
 
@@ -198,7 +67,7 @@ def _convolutions():
 
     def add(x, w, bias=False, values="uniform", **d):
         shapes = [x, w] + ([[w[0]]] if bias else [])
-        specs.append(_spec(family, len(specs), "Convolution2d", shapes, d or None, values))
+        specs.append(spec(family, len(specs), "Convolution2d", shapes, d or None, values))
     for stride in ([2, 2], [3, 3], [2, 1], [1, 3]):
         add([1, 7, 9, 5], [4, 1, 1, 5], stride=stride)
     add([2, 6, 6, 3], [2, 1, 1, 3], bias=True, stride=[2, 2], padding=[1, 0, 0, 1])
@@ -224,7 +93,7 @@ def _depthwise():
 
     def add(x, w, bias=False, **d):
         shapes = [x, w] + ([[w[3]]] if bias else [])
-        specs.append(_spec("depthwise", len(specs), "DepthwiseConvolution2d", shapes, d or None))
+        specs.append(spec("depthwise", len(specs), "DepthwiseConvolution2d", shapes, d or None))
     for m in (1, 2, 3):
         add([1, 6, 7, 3], [1, 3, 3, 3 * m], bias=m == 2, padding=[1, 1, 1, 1])
     for stride in ([2, 1], [1, 2], [3, 3]):
@@ -243,8 +112,8 @@ def _poolings():
     specs = []
 
     def add(pool, x, kernel, values="uniform", **d):
-        specs.append(_spec("pool", len(specs), "Pooling2d", [x], {"pool": pool, "kernel": kernel, **d},
-                           values))
+        specs.append(spec("pool", len(specs), "Pooling2d", [x], {"pool": pool, "kernel": kernel, **d},
+                          values))
     for pool in ("max", "average"):
         for side in SIDES:
             add(pool, [1, 6, 7, 3], [3, 3], padding=side)
@@ -262,21 +131,21 @@ def _softmaxes():
     specs = []
     betas = [1.0, 0.5, -1.0, 2.0, -0.5, 0.0]
     for i, cols in enumerate([1, 2, 7, 8, 9, 63, 64, 65, 100, 127, 128, 129, 1000, 1025, 4097]):
-        specs.append(_spec("softmax", len(specs), "Softmax", [[2, cols]], {"beta": betas[i % 6]},
-                           scale=5.0))
+        specs.append(spec("softmax", len(specs), "Softmax", [[2, cols]], {"beta": betas[i % 6]},
+                          scale=5.0))
     for beta in (1.0, -1.0, -0.25, 0.0):
         for cols in (10, 65):
-            specs.append(_spec("softmax", len(specs), "Softmax", [[3, cols]], {"beta": beta},
-                               "large", 1e3))
-    specs.append(_spec("softmax", len(specs), "Softmax", [[2, 2, 3, 5]], {"beta": -2.0}, scale=3.0))
-    specs.append(_spec("softmax", len(specs), "Softmax", [[4, 8]], {"beta": 1.0}, "zeros"))
+            specs.append(spec("softmax", len(specs), "Softmax", [[3, cols]], {"beta": beta},
+                              "large", 1e3))
+    specs.append(spec("softmax", len(specs), "Softmax", [[2, 2, 3, 5]], {"beta": -2.0}, scale=3.0))
+    specs.append(spec("softmax", len(specs), "Softmax", [[4, 8]], {"beta": 1.0}, "zeros"))
     return specs
 
 
 def _reshapes():
     pairs = [([2, 3, 4], [24]), ([24], [2, 3, 4]), ([1, 5, 1], [5]), ([7], [7, 1, 1]),
              ([4, 6], [-1, 3]), ([1], [1, 1, 1, 1, 1, 1, 1, 1])]
-    return [_spec("reshape", i, "Reshape", [a], {"shape": b}) for i, (a, b) in enumerate(pairs)]
+    return [spec("reshape", i, "Reshape", [a], {"shape": b}) for i, (a, b) in enumerate(pairs)]
 
 
 FAMILIES = {
@@ -292,27 +161,6 @@ def specs(family) -> List[dict]:
     if family not in _SPECS:
         _SPECS[family] = FAMILIES[family]()
     return _SPECS[family]
-
-
-def memory_specs(layer) -> List[dict]:
-    """A few generated shapes with odd sizes for the guarded runs (MEM-1)."""
-    chosen = {
-        "Activation": [_spec("memory", 0, "Activation", [[13]], {"function": "sigmoid"})],
-        "Addition": [_spec("memory", 1, "Addition", [[3, 1], [5]])],
-        "Multiplication": [_spec("memory", 2, "Multiplication", [[1], [2, 3]])],
-        "FullyConnected": [_spec("memory", 3, "FullyConnected", [[2, 5], [3, 5], [3]]),
-                           _spec("memory", 4, "FullyConnected", [[1, 7], [7, 2]],
-                                 {"transpose_weights": False})],
-        "Convolution2d": [_spec("memory", 5, "Convolution2d", [[1, 5, 4, 3], [2, 3, 3, 3]],
-                                {"padding": [1, 1, 1, 1]})],
-        "DepthwiseConvolution2d": [_spec("memory", 6, "DepthwiseConvolution2d",
-                                         [[1, 5, 4, 3], [1, 3, 3, 3]], {"padding": [2, 0, 0, 2]})],
-        "Pooling2d": [_spec("memory", 7, "Pooling2d", [[1, 5, 5, 1]],
-                            {"pool": "max", "kernel": [3, 3], "padding": [2, 2, 2, 2]})],
-        "Softmax": [_spec("memory", 8, "Softmax", [[7]])],
-        "Reshape": [_spec("memory", 9, "Reshape", [[7]], {"shape": [7, 1]})],
-    }
-    return chosen.get(layer, [])
 
 
 def owner(data) -> str:

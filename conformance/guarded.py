@@ -6,77 +6,13 @@ worker dies, the controller reports that announcement with the signal.
 Each buffer is its own anonymous mapping: an inaccessible page right after its last byte (or,
 in a second run, right before its first), and inputs made read-only in a third.
 """
-import ctypes
-import os
-from ctypes import c_int, c_long, c_size_t, c_void_p
 from typing import List
 
 import numpy as np
 
-from conformance.cases import Failed, NotSupported, case, layer_cases
-
-PAGE = os.sysconf("SC_PAGE_SIZE")
-PROT_NONE, PROT_READ, PROT_WRITE = 0, 1, 2
-MAP_PRIVATE, MAP_ANONYMOUS = 0x02, 0x20
-
-_libc = ctypes.CDLL(None, use_errno=True)
-_mmap = _libc.mmap
-_mmap.restype = c_void_p
-_mmap.argtypes = [c_void_p, c_size_t, c_int, c_int, c_int, c_long]
-_mprotect = _libc.mprotect
-_mprotect.argtypes = [c_void_p, c_size_t, c_int]
-_munmap = _libc.munmap
-_munmap.argtypes = [c_void_p, c_size_t]
-
-
-class Arena:
-    """Mappings for guarded buffers, all unmapped on close()."""
-
-    def __init__(self):
-        self.mappings = []
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc_info):
-        self.close()
-
-    def close(self):
-        for base, size in self.mappings:
-            _munmap(base, size)
-        self.mappings = []
-
-    def _map(self, nbytes):
-        size = (nbytes + PAGE - 1) // PAGE * PAGE + 2 * PAGE
-        base = _mmap(None, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0)
-        if base in (None, ctypes.c_void_p(-1).value):
-            raise OSError(ctypes.get_errno(), "mmap failed")
-        self.mappings.append((base, size))
-        return base, size
-
-    @staticmethod
-    def _array(address, nbytes, shape=None):
-        array = np.ctypeslib.as_array((ctypes.c_float * (nbytes // 4)).from_address(address))
-        return array.reshape(shape) if shape is not None else array
-
-    def after(self, nbytes, shape=None) -> np.ndarray:
-        """A float32 array of ``nbytes`` whose last byte is followed by an inaccessible page."""
-        base, size = self._map(nbytes)
-        guard = base + size - PAGE
-        _mprotect(guard, PAGE, PROT_NONE)
-        return self._array(guard - nbytes, nbytes, shape)
-
-    def before(self, nbytes, shape=None) -> np.ndarray:
-        """A float32 array of ``nbytes`` whose first byte follows an inaccessible page."""
-        base, _ = self._map(nbytes)
-        _mprotect(base, PAGE, PROT_NONE)
-        return self._array(base + PAGE, nbytes, shape)
-
-    @staticmethod
-    def read_only(array: np.ndarray):
-        start = array.ctypes.data // PAGE * PAGE
-        end = (array.ctypes.data + array.nbytes + PAGE - 1) // PAGE * PAGE
-        _mprotect(start, end - start, PROT_READ)
+from conformance.guard_pages import Arena
+from conformance.layer_runs import describe, inputs_for, layer_cases, spec
+from conformance.registry import Failed, NotSupported, case
 
 
 def _placed(arena, where, array):
@@ -120,31 +56,51 @@ def run_guarded(subject, workload, label: str, inputs: List[np.ndarray], output_
                                  f"{before.size} values changed); inputs are read-only")
 
 
+def memory_specs(layer) -> List[dict]:
+    """A few generated shapes with odd sizes for the guarded runs (MEM-1)."""
+    chosen = {
+        "Activation": [spec("memory", 0, "Activation", [[13]], {"function": "sigmoid"})],
+        "Addition": [spec("memory", 1, "Addition", [[3, 1], [5]])],
+        "Multiplication": [spec("memory", 2, "Multiplication", [[1], [2, 3]])],
+        "FullyConnected": [spec("memory", 3, "FullyConnected", [[2, 5], [3, 5], [3]]),
+                           spec("memory", 4, "FullyConnected", [[1, 7], [7, 2]],
+                                {"transpose_weights": False})],
+        "Convolution2d": [spec("memory", 5, "Convolution2d", [[1, 5, 4, 3], [2, 3, 3, 3]],
+                               {"padding": [1, 1, 1, 1]})],
+        "DepthwiseConvolution2d": [spec("memory", 6, "DepthwiseConvolution2d",
+                                        [[1, 5, 4, 3], [1, 3, 3, 3]], {"padding": [2, 0, 0, 2]})],
+        "Pooling2d": [spec("memory", 7, "Pooling2d", [[1, 5, 5, 1]],
+                           {"pool": "max", "kernel": [3, 3], "padding": [2, 2, 2, 2]})],
+        "Softmax": [spec("memory", 8, "Softmax", [[7]])],
+        "Reshape": [spec("memory", 9, "Reshape", [[7]], {"shape": [7, 1]})],
+    }
+    return chosen.get(layer, [])
+
+
 def _memory_case(layer_name):
     def run(subject):
         import loader
-        from conformance import generated
         backend = subject.backend()
         specs = [d for d in layer_cases() if d["layer"] == layer_name] + \
-            generated.memory_specs(layer_name)
+            memory_specs(layer_name)
         manager = backend.create_memory_manager() if backend.features["MemoryManager"] else None
         factory = backend.create_workload_factory(manager)
         ran = 0
         for data in specs:
-            inputs = generated.inputs_for(data, subject.seed)
+            inputs = inputs_for(data, subject.seed)
             if not backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
                 continue
             try:
                 workload = factory.create_workload(data["layer"], inputs, data.get("descriptor"))
             except loader.BackendError as error:
-                raise Failed(f"{generated.describe(data)}: create_workload failed: {error}")
+                raise Failed(f"{describe(data)}: create_workload failed: {error}")
             if manager is not None:
                 manager.acquire()
             try:
-                run_guarded(subject, workload, generated.describe(data), inputs,
+                run_guarded(subject, workload, describe(data), inputs,
                             workload.output_shape)
             except loader.BackendError as error:
-                raise Failed(f"{generated.describe(data)}: execute failed with guarded buffers: "
+                raise Failed(f"{describe(data)}: execute failed with guarded buffers: "
                              f"{error}")
             finally:
                 if manager is not None:

@@ -8,7 +8,8 @@ and the availability answer must not change. A backend without an optimizer (eve
 backend) or without the optional member gets NOT_SUPPORTED, never FAIL."""
 import numpy as np
 
-from conformance.cases import Failed, NotSupported, case
+from conformance.registry import Failed, NotSupported, case
+from conformance.resource_usage import leaks
 
 SEEDS = (1, 2, 3)
 LAYERS_PER_NETWORK = 8
@@ -330,3 +331,23 @@ def _net_availability(subject):
     if len({ok for ok, _ in answers}) != 1:
         raise Failed("is_available changed its answer between calls: "
                      + ", ".join("yes" if ok else f"no ({message})" for ok, message in answers))
+
+
+@case("net.create-destroy", "LIFE-1")
+def _net_create_destroy(subject):
+    backend, networks = _networks(subject)
+    net = networks[0]
+    _, _, views = _answer(backend, net, own_requirement=False)
+    if not views.substitutions:
+        raise NotSupported("the optimizer substituted nothing in the kit's first network")
+    for _, _, _, compiled in views.substitutions:
+        compiled.close()
+
+    def cycle():
+        _, _, offered = _offer(backend, net)
+        for _, _, _, compiled in offered.substitutions:
+            compiled.close()
+    findings = leaks(cycle, 200, f"compiled sub-graphs of a network of {len(net.layers)} layers",
+                     "optimize_subgraph and destroy cycle", "cycles", settle=20)
+    if findings:
+        raise Failed("; ".join(findings))

@@ -12,6 +12,13 @@ a suite's own, and ``-p no:backend_conformance`` keeps it out of a session altog
 ``--conformance-timeout S``, ``--conformance-quick`` and ``--conformance-seed N`` are the
 command line's ``--timeout``, ``--quick`` and ``--seed``.
 
+Every item's node id is ``<backend file name>::<case id>`` (``Acme_Npu_backend.so::entry.load``)
+wherever pytest runs from and wherever its rootdir is: pytest shows a node id relative to the
+directory it was started in, which for these items (not files under the rootdir) would make
+``../Acme_Npu_backend.so``; the plugin shows theirs as they are. Given ``--conformance-backend``
+and no test paths on the command line, a session collects the conformance cases only, not the
+``testpaths`` of the project it runs in.
+
 ``--backend`` and ``--backend-timeout`` are the plugin's former option names. They still work,
 with a deprecation warning, but only in sessions where no conftest or other plugin defines an
 option of that name: then the suite's own option wins and the plugin stays silent.
@@ -118,6 +125,16 @@ class _Session:
         self.controller = runner.Controller(self.backend_file, timeout, seed=seed, quick=quick)
         self.quick = quick
         self.blocked_by = None
+        self.cases_only = False  # no test paths were given: nothing else is collected
+        # The first part of every node id: the file name, never a path (a "::" in it would
+        # end that part early).
+        self.suite_name = os.path.basename(self.backend_file).replace("::", ":_")
+
+    def owns(self, nodeid) -> bool:
+        """Whether ``nodeid`` (a string, or pytest's NodeId) is the suite's or one of its
+        items'."""
+        text = str(nodeid)
+        return text == self.suite_name or text.startswith(self.suite_name + "::")
 
 
 class ConformanceSuite(pytest.Collector):
@@ -184,9 +201,47 @@ def pytest_configure(config):
         runner.check_backend_file(backend_file)
     except runner.BackendFileError as error:
         raise pytest.UsageError(f"{OPTION} {error}") from None
-    config._backend_conformance = _Session(backend_file, timeout,
-                                           bool(_option(config, "conformance_quick")),
-                                           _option(config, "conformance_seed"))
+    state = _Session(backend_file, timeout, bool(_option(config, "conformance_quick")),
+                     _option(config, "conformance_seed"))
+    config._backend_conformance = state
+    if not getattr(config.option, "file_or_dir", None):
+        # No test paths given: the conformance cases only, not the ini file's testpaths (or
+        # the current directory) collected beside them.
+        config.args = []
+        state.cases_only = True
+    _show_node_ids_as_they_are(config, state)
+
+
+def _show_node_ids_as_they_are(config, state):
+    """pytest shows a node id's first part as a path from the directory it was started in to
+    the rootdir joined with that part; the suite's first part is the backend's file name, not a
+    path, and is shown as it is."""
+    relative = config.cwd_relative_nodeid
+
+    def cwd_relative_nodeid(nodeid):
+        return nodeid if state.owns(nodeid) else relative(nodeid)
+    config.cwd_relative_nodeid = cwd_relative_nodeid
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionstart(session):
+    """The progress lines (``Acme_Npu_backend.so ....``) name the file part the same way."""
+    state = getattr(session.config, "_backend_conformance", None)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if state is None or reporter is None or not hasattr(reporter, "write_fspath_result"):
+        return
+    write = reporter.write_fspath_result
+
+    def write_fspath_result(nodeid, res, **markup):
+        if not state.owns(nodeid):
+            return write(nodeid, res, **markup)
+        started_in = reporter.startpath
+        reporter.startpath = session.config.rootpath  # the file part, relative to the rootdir
+        try:
+            return write(nodeid, res, **markup)
+        finally:
+            reporter.startpath = started_in
+    reporter.write_fspath_result = write_fspath_result
 
 
 def pytest_report_header(config):
@@ -196,7 +251,8 @@ def pytest_report_header(config):
     canonical = state.controller.canonical
     shown = state.backend_file + (f" -> {canonical}" if canonical != state.backend_file else "")
     tier = "quick" if state.quick else "full"
-    return f"backend-conformance: {shown} ({tier} tier, seed {state.controller.seed})"
+    only = "; the conformance cases only (no test paths given)" if state.cases_only else ""
+    return f"backend-conformance: {shown} ({tier} tier, seed {state.controller.seed}){only}"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -209,9 +265,8 @@ def pytest_make_collect_report(collector):
         return
     report = outcome.get_result()
     if report.outcome == "passed":
-        name = os.path.basename(state.backend_file).replace("::", ":_")
-        report.result.append(ConformanceSuite.from_parent(collector, name=name, nodeid=name,
-                                                          state=state))
+        report.result.append(ConformanceSuite.from_parent(
+            collector, name=state.suite_name, nodeid=state.suite_name, state=state))
 
 
 def pytest_unconfigure(config):

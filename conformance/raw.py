@@ -1,128 +1,21 @@
-"""The raw-interface tier: the backend's C functions called directly (through ctypes, in the
-worker), with the misuse a well-formed runtime never commits: message buffers of 0, 1 and 16
-bytes with canaries around them, layer-type values at the boundary, other data types, execute
-with wrong buffers, release before acquire, double acquire, a counting custom allocator. The
+"""The raw interface: the backend's C functions called directly (through ctypes, in the worker),
+so that the ``raw_*`` families can commit the misuse a well-formed runtime never does. The
 loader's own calls fill in text when a backend gives none; here the backend's own message is
-what is judged.
-
-The ctypes structures mirror abi/backend_api.h member for member.
+what is judged. The structures are conformance/raw_structs.py.
 """
 import ctypes
-from ctypes import (CFUNCTYPE, POINTER, Structure, addressof, byref, c_char, c_float, c_int32,
-                    c_int64, c_size_t, c_uint32, c_uint64, c_void_p, sizeof)
+from ctypes import POINTER, addressof, byref, c_size_t, c_void_p, sizeof
 from typing import List, Optional, Tuple
 
 import _ctypes
 
-from conformance.cases import Failed, NotSupported, case, layer_cases, _layer_inputs
-
-OK = 0
-INVALID_STATE = 4
-LAYER_TYPE_COUNT = 9
-UINT32_MAX = 2**32 - 1
-MAX_DIMENSIONS = 8
-STATUS = c_int32
-
-
-class TensorInfo(Structure):
-    _fields_ = [("struct_size", c_uint32), ("data_type", c_uint32), ("num_dimensions", c_uint32),
-                ("reserved", c_uint32), ("dimensions", c_int64 * MAX_DIMENSIONS)]
-
-
-class Buffer(Structure):
-    _fields_ = [("struct_size", c_uint32), ("reserved", c_uint32), ("data", c_void_p),
-                ("size_bytes", c_uint64)]
-
-
-class LayerDescription(Structure):
-    _fields_ = [("struct_size", c_uint32), ("layer_type", c_uint32), ("num_inputs", c_uint32),
-                ("num_outputs", c_uint32), ("inputs", POINTER(TensorInfo)),
-                ("outputs", POINTER(TensorInfo)), ("descriptor", c_void_p)]
-
-
-class ActivationDescriptor(Structure):
-    _fields_ = [("struct_size", c_uint32), ("function", c_uint32), ("a", c_float), ("b", c_float)]
-
-
-class FullyConnectedDescriptor(Structure):
-    _fields_ = [("struct_size", c_uint32), ("transpose_weights", c_uint32),
-                ("bias_enabled", c_uint32)]
-
-
-class Convolution2dDescriptor(Structure):
-    _fields_ = [(name, c_uint32) for name in (
-        "struct_size", "stride_y", "stride_x", "pad_top", "pad_bottom", "pad_left", "pad_right",
-        "dilation_y", "dilation_x", "bias_enabled")]
-
-
-class Pooling2dDescriptor(Structure):
-    _fields_ = [(name, c_uint32) for name in (
-        "struct_size", "pool_type", "kernel_y", "kernel_x", "stride_y", "stride_x", "pad_top",
-        "pad_bottom", "pad_left", "pad_right")]
-
-
-class SoftmaxDescriptor(Structure):
-    _fields_ = [("struct_size", c_uint32), ("beta", c_float)]
-
-
-ALLOCATE = CFUNCTYPE(c_void_p, c_void_p, c_size_t, c_size_t)
-DEALLOCATE = CFUNCTYPE(None, c_void_p, c_void_p)
-
-
-class Allocator(Structure):
-    _fields_ = [("struct_size", c_uint32), ("reserved", c_uint32), ("user_data", c_void_p),
-                ("allocate", ALLOCATE), ("deallocate", DEALLOCATE)]
-
-
-MESSAGE_CALL = CFUNCTYPE(STATUS, c_void_p, c_void_p, c_size_t)
-DESTROY = CFUNCTYPE(None, c_void_p)
-
-
-class MemoryManager(Structure):
-    _fields_ = [("struct_size", c_uint32), ("reserved", c_uint32), ("acquire", MESSAGE_CALL),
-                ("release", MESSAGE_CALL), ("destroy", DESTROY)]
-
-
-class Workload(Structure):
-    _fields_ = [("struct_size", c_uint32), ("reserved", c_uint32),
-                ("execute", CFUNCTYPE(STATUS, c_void_p, POINTER(Buffer), c_uint32, POINTER(Buffer),
-                                      c_uint32, c_void_p, c_size_t)),
-                ("destroy", DESTROY)]
-
-
-class WorkloadFactory(Structure):
-    _fields_ = [("struct_size", c_uint32), ("reserved", c_uint32),
-                ("create_workload", CFUNCTYPE(STATUS, c_void_p, POINTER(LayerDescription),
-                                              POINTER(c_void_p), c_void_p, c_size_t)),
-                ("destroy", DESTROY)]
-
-
-class Instance(Structure):
-    _fields_ = [("struct_size", c_uint32), ("api_major", c_uint32), ("api_minor", c_uint32),
-                ("get_id", CFUNCTYPE(c_void_p, c_void_p)), ("destroy", DESTROY),
-                ("get_capabilities", CFUNCTYPE(STATUS, c_void_p, POINTER(c_void_p), POINTER(c_uint32))),
-                ("is_layer_supported", CFUNCTYPE(STATUS, c_void_p, POINTER(LayerDescription),
-                                                 c_void_p, c_size_t)),
-                ("create_memory_manager", CFUNCTYPE(STATUS, c_void_p, POINTER(c_void_p), c_void_p,
-                                                    c_size_t)),
-                ("create_workload_factory", CFUNCTYPE(STATUS, c_void_p, c_void_p, POINTER(c_void_p),
-                                                      c_void_p, c_size_t)),
-                ("create_backend_context", CFUNCTYPE(STATUS, c_void_p, POINTER(c_void_p), c_void_p,
-                                                     c_size_t)),
-                ("use_custom_allocator", CFUNCTYPE(STATUS, c_void_p, POINTER(Allocator), c_void_p,
-                                                   c_size_t))]
-
-
-def size_through(structure, member) -> int:
-    """BACKEND_STRUCT_SIZE_THROUGH: offset of ``member`` plus its size."""
-    field = getattr(structure, member)
-    return field.offset + field.size
-
-
-INSTANCE_SIZE_1_1 = size_through(Instance, "use_custom_allocator")
-WORKLOAD_SIZE_1_1 = size_through(Workload, "destroy")
-FACTORY_SIZE_1_1 = size_through(WorkloadFactory, "destroy")
-MEMORY_MANAGER_SIZE_1_1 = size_through(MemoryManager, "destroy")
+from conformance.layer_runs import layer_cases
+from conformance.raw_structs import (FACTORY_SIZE_1_1, INSTANCE_SIZE_1_1, MEMORY_MANAGER_SIZE_1_1,
+                                     OK, WORKLOAD_SIZE_1_1, ActivationDescriptor, Buffer,
+                                     Convolution2dDescriptor, FullyConnectedDescriptor, Instance,
+                                     LayerDescription, MemoryManager, Pooling2dDescriptor,
+                                     SoftmaxDescriptor, TensorInfo, Workload, WorkloadFactory)
+from conformance.registry import Failed, NotSupported
 
 
 # -- message buffers with canaries ------------------------------------------------------------
@@ -356,52 +249,12 @@ def first_of_each_layer(raw: Raw, instance) -> List[Tuple[dict, Layer]]:
     return result
 
 
-def _relu_layer() -> Layer:
+def relu_layer() -> Layer:
     from loader.layers import PreparedLayer
     return Layer(PreparedLayer("Activation", 0, ((4,),), (4,), {"function": 0, "a": 0.0, "b": 0.0}))
 
 
-# -- cases ------------------------------------------------------------------------------------
-
-MESSAGE_SIZES = (0, 1, 16)
-
-
-@case("abi.workload-struct", "ABI-1", blocking=True,
-      blocks=("lifecycle.outlive-instance", "support.creatable", "raw.execute-misuse",
-              "abi.custom-allocator", "layers.*", "memory.*", "resources.*", "concurrency.*",
-              "speed.*"))
-def _abi_workload_struct(subject):
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        cases = first_of_each_layer(raw, instance)
-        if not cases:
-            raise NotSupported("the backend supports none of the kit's layer cases: no workload "
-                               "to look at")
-        manager = raw.memory_manager(instance)
-        factory = raw.factory(instance, manager)
-        try:
-            for data, layer in cases:
-                message = full_message()
-                status, workload = raw.create_workload(factory, layer, message)
-                if status != OK or not workload:
-                    continue  # SUP-1's question
-                w = Workload.from_address(workload)
-                if w.struct_size < WORKLOAD_SIZE_1_1:
-                    raise Failed(f"{data['id']} ({data['layer']}): "
-                                 + abi_problem("BackendWorkload", w.struct_size, WORKLOAD_SIZE_1_1,
-                                               "destroy"))
-                missing = [m for m in ("execute", "destroy") if not getattr(w, m)]
-                if missing:
-                    raise Failed(f"{data['id']} ({data['layer']}): BackendWorkload."
-                                 f"{' and '.join(missing)} is NULL")
-                raw.destroy_workload(workload)
-        finally:
-            raw.destroy_factory(factory)
-            if manager:
-                raw.manager_call(manager, "destroy")
-
-
-def _refusal_problem(what, status, message: Message) -> Optional[str]:
+def refusal_problem(what, status, message: Message) -> Optional[str]:
     if status == OK:
         return f"{what}: answered OK"
     problem = message.problem()
@@ -412,12 +265,12 @@ def _refusal_problem(what, status, message: Message) -> Optional[str]:
     return None
 
 
-def _refuse_everywhere(raw: Raw, instance, factory, layer: Layer, what: str) -> List[str]:
+def refuse_everywhere(raw: Raw, instance, factory, layer: Layer, what: str) -> List[str]:
     """Ask is_layer_supported and create_workload about ``layer``; both must say no, with a
     reason."""
     problems = []
     message = full_message()
-    problem = _refusal_problem(f"{what}: is_layer_supported", raw.is_layer_supported(
+    problem = refusal_problem(f"{what}: is_layer_supported", raw.is_layer_supported(
         instance, layer, message), message)
     if problem:
         problems.append(problem)
@@ -425,319 +278,10 @@ def _refuse_everywhere(raw: Raw, instance, factory, layer: Layer, what: str) -> 
     status, workload = raw.create_workload(factory, layer, message)
     if workload and status == OK:
         raw.destroy_workload(workload)
-    problem = _refusal_problem(f"{what}: create_workload", status, message)
+    problem = refusal_problem(f"{what}: create_workload", status, message)
     if problem:
         problems.append(problem)
     return problems
-
-
-@case("raw.layer-type-boundaries", "SUP-2", tier="full")
-def _raw_layer_types(subject):
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        factory = raw.factory(instance)
-        problems = []
-        try:
-            for value in (LAYER_TYPE_COUNT, LAYER_TYPE_COUNT + 1, UINT32_MAX):
-                layer = _relu_layer()
-                layer.description.layer_type = value
-                problems += _refuse_everywhere(raw, instance, factory, layer,
-                                               f"layer type {value} (there are {LAYER_TYPE_COUNT})")
-        finally:
-            raw.destroy_factory(factory)
-        if problems:
-            raise Failed("; ".join(problems))
-
-
-@case("raw.data-types", "SUP-2", tier="full")
-def _raw_data_types(subject):
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        cases = first_of_each_layer(raw, instance)
-        if not cases:
-            raise NotSupported("the backend supports none of the kit's layer cases")
-        factory = raw.factory(instance)
-        problems = []
-        try:
-            for data, _ in cases:
-                for tensor in ("input 0", "output"):
-                    for value in (1, 2, UINT32_MAX):
-                        layer = prepare(data)
-                        info = layer.infos[0] if tensor == "input 0" else layer.output
-                        info.data_type = value
-                        problems += _refuse_everywhere(raw, instance, factory, layer,
-                                                       f"{data['id']} with data type {value} "
-                                                       f"(not float32) for {tensor}")
-                if problems:
-                    break
-        finally:
-            raw.destroy_factory(factory)
-        if problems:
-            raise Failed("; ".join(problems[:4]))
-
-
-@case("raw.refusal-reasons", "SUP-2", tier="full")
-def _raw_refusal_reasons(subject):
-    from conformance.cases import _malformed_layers
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        factory = raw.factory(instance)
-        problems = []
-        try:
-            for what, prepared in _malformed_layers():
-                problems += _refuse_everywhere(raw, instance, factory, Layer(prepared), what)
-        finally:
-            raw.destroy_factory(factory)
-        if problems:
-            raise Failed("the backend's own messages (not the loader's): " + "; ".join(problems))
-
-
-def _check_sizes(subject, call, what) -> List[str]:
-    """Call ``call(message)`` with message buffers of each size; every call must be refused with
-    nothing written outside the buffer."""
-    problems = []
-    for size in MESSAGE_SIZES:
-        message = Message(size)
-        status = call(message)
-        if status == OK:
-            problems.append(f"{what}: answered OK with a {size}-byte message buffer")
-        problem = message.problem()
-        if problem:
-            problems.append(f"{what}: {problem}")
-    if not problems:
-        # message_size 0 with a NULL buffer, as the ABI allows: a write through it crashes here
-        empty = Message(0)
-        empty.pointer = None
-        subject.note(f"{what}, with message_size 0 and a NULL message buffer (allowed by the "
-                     f"ABI); a crash here is a write through it")
-        call(empty)
-    return problems
-
-
-@case("raw.message-buffers", "MSG-1", tier="full")
-def _raw_message_buffers(subject):
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        factory = raw.factory(instance)
-        layer = _relu_layer()
-        layer.description.layer_type = 9999
-        problems = []
-        try:
-            problems += _check_sizes(subject, lambda m: raw.is_layer_supported(instance, layer, m),
-                                     "is_layer_supported of an unknown layer type")
-            problems += _check_sizes(subject, lambda m: raw.create_workload(factory, layer, m)[0],
-                                     "create_workload of an unknown layer type")
-        finally:
-            raw.destroy_factory(factory)
-        if problems:
-            raise Failed("; ".join(problems[:4]))
-
-
-@case("raw.execute-misuse", "EXEC-1", tier="full")
-def _raw_execute_misuse(subject):
-    from conformance import guarded
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        cases = first_of_each_layer(raw, instance)
-        if not cases:
-            raise NotSupported("the backend supports none of the kit's layer cases")
-        manager = raw.memory_manager(instance)
-        factory = raw.factory(instance, manager)
-        problems = []
-        if manager:
-            raw.manager_call(manager, "acquire")
-        try:
-            for data, layer in cases:
-                status, workload = raw.create_workload(factory, layer, full_message())
-                if status != OK or not workload:
-                    continue
-                try:
-                    problems += _misuse_execute(subject, raw, data, workload, guarded)
-                finally:
-                    raw.destroy_workload(workload)
-                if problems:
-                    break
-        finally:
-            if manager:
-                raw.manager_call(manager, "release")
-            raw.destroy_factory(factory)
-            if manager:
-                raw.manager_call(manager, "destroy")
-        if problems:
-            raise Failed("; ".join(problems[:4]))
-
-
-def _misuse_execute(subject, raw, data, workload, guarded) -> List[str]:
-    import numpy as np
-    inputs = _layer_inputs(data)
-    from conformance import reference
-    expected = reference.evaluate(data["layer"], inputs, data.get("descriptor"))
-    output = np.zeros(expected.shape, np.float32)
-    problems = []
-
-    def execute(*args):
-        return raw.execute(*args)
-
-    def attempt(what, ins, outs, num_inputs=None, num_outputs=None):
-        message = full_message()
-        subject.note(f"{data['id']}: execute given {what}; a crash here means the backend did "
-                     f"not check it and ran past the buffer")
-        status = execute(workload, ins, len(inputs) if num_inputs is None else num_inputs, outs,
-                         1 if num_outputs is None else num_outputs, message.pointer, message.size)
-        problem = _refusal_problem(f"{data['id']}: execute given {what}", status, message)
-        if problem:
-            problems.append(problem)
-
-    with guarded.Arena() as arena:
-        # buffers that really are as short as they claim: a write or read past them faults
-        outs = buffers([output])
-        ins = buffers(inputs)
-        if output.nbytes > 4:
-            short_out = arena.after(output.nbytes - 4)
-            bad = buffers([output])
-            bad[0].data, bad[0].size_bytes = short_out.ctypes.data, short_out.nbytes
-            attempt(f"an output buffer 4 bytes shorter than the tensor ({short_out.nbytes} bytes "
-                    f"for {output.nbytes})", ins, bad)
-        if inputs[0].nbytes > 4:
-            short_in = arena.after(inputs[0].nbytes - 4)
-            short_in[...] = inputs[0].reshape(-1)[:short_in.size]
-            bad_ins = buffers(inputs)
-            bad_ins[0].data, bad_ins[0].size_bytes = short_in.ctypes.data, short_in.nbytes
-            attempt("input 0 4 bytes shorter than the tensor", bad_ins, outs)
-        null_out = buffers([output])
-        null_out[0].data = None
-        attempt("a NULL output buffer", ins, null_out)
-        attempt("one input fewer than the layer has", ins, outs, num_inputs=len(inputs) - 1)
-        attempt("no output", ins, outs, num_outputs=0)
-    message = full_message()
-    subject.note(f"{data['id']}: a well-formed execute after the refused ones")
-    status = execute(workload, buffers(inputs), len(inputs), buffers([output]), 1, message.pointer,
-                     message.size)
-    if status != OK:
-        problems.append(f"{data['id']}: a well-formed execute after refused ones failed with "
-                        f"status {status}: {message.text!r}")
-    return problems
-
-
-@case("lifecycle.memory-manager-misuse", "LIFE-4", tier="full")
-def _memory_manager_misuse(subject):
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        pointer = raw.memory_manager(instance)
-        if pointer is None:
-            raise NotSupported("the backend provides no memory manager")
-        problems = []
-
-        def call(name):
-            message = full_message()
-            return raw.manager_call(pointer, name, message.pointer, message.size), message
-        try:
-            problem = _refusal_problem("release before any acquire", *call("release"))
-            if problem:
-                problems.append(problem)
-            status, message = call("acquire")
-            if status != OK:
-                raise Failed(f"the first acquire failed with status {status}: {message.text!r}")
-            problem = _refusal_problem("a second acquire without a release", *call("acquire"))
-            if problem:
-                problems.append(problem)
-            status, message = call("release")
-            if status != OK:
-                problems.append(f"release after a refused second acquire failed with status "
-                                f"{status}: {message.text!r}")
-        finally:
-            raw.manager_call(pointer, "destroy")
-        if problems:
-            raise Failed("; ".join(problems) + " (expected INVALID_STATE with a reason)")
-
-
-# -- the kit's counting allocator --------------------------------------------------------------
-
-class CountingAllocator:
-    """A BackendAllocator over the C library's allocator that counts and checks every call."""
-
-    def __init__(self):
-        libc = ctypes.CDLL(None)
-        self._memalign = libc.posix_memalign
-        self._memalign.argtypes = [POINTER(c_void_p), c_size_t, c_size_t]
-        self._free = libc.free
-        self._free.argtypes = [c_void_p]
-        self.live = {}
-        self.allocations = 0
-        self.deallocations = 0
-        self.unknown = 0
-        self._allocate = ALLOCATE(self.allocate)
-        self._deallocate = DEALLOCATE(self.deallocate)
-        self.struct = Allocator(sizeof(Allocator), 0, None, self._allocate, self._deallocate)
-
-    def allocate(self, user_data, size, alignment):
-        pointer = c_void_p()
-        if self._memalign(byref(pointer), max(alignment, sizeof(c_void_p)), max(size, 1)) != 0:
-            return None
-        self.allocations += 1
-        self.live[pointer.value] = size
-        return pointer.value
-
-    def deallocate(self, user_data, pointer):
-        if not pointer:
-            return
-        if self.live.pop(pointer, None) is None:
-            self.unknown += 1
-            return  # not ours: never hand it to free
-        self.deallocations += 1
-        self._free(pointer)
-
-
-_ALLOCATORS = []  # offered allocators stay valid for the life of the process
-
-
-@case("abi.custom-allocator", "ABI-5", tier="full")
-def _abi_custom_allocator(subject):
-    import numpy as np
-    allocator = CountingAllocator()
-    _ALLOCATORS.append(allocator)
-    with Raw(subject.path, subject.record) as raw:
-        instance = raw.new_instance()
-        use = raw.instance(instance).use_custom_allocator
-        if not use:
-            raise NotSupported("the backend does not implement use_custom_allocator")
-        message = full_message()
-        raw.note("use_custom_allocator")
-        status = use(instance, byref(allocator.struct), message.pointer, message.size)
-        if status != OK:
-            raise NotSupported(f"the backend declines the custom allocator: {message.text!r}")
-        created = 0
-        manager = raw.memory_manager(instance)
-        factory = raw.factory(instance, manager)
-        if manager:
-            raw.manager_call(manager, "acquire")
-        try:
-            for data, layer in first_of_each_layer(raw, instance):
-                status, workload = raw.create_workload(factory, layer, full_message())
-                if status != OK or not workload:
-                    continue
-                created += 1
-                inputs = _layer_inputs(data)
-                output = np.empty(layer.prepared.output_shape, np.float32)
-                raw.execute(workload, buffers(inputs), len(inputs), buffers([output]), 1)
-                raw.destroy_workload(workload)
-        finally:
-            if manager:
-                raw.manager_call(manager, "release")
-            raw.destroy_factory(factory)
-            if manager:
-                raw.manager_call(manager, "destroy")
-        raw.close()
-    objects = f"a workload factory{', a memory manager' if manager else ''} and {created} workloads"
-    if allocator.allocations == 0:
-        raise Failed(f"use_custom_allocator answered OK, but the allocator was never called while "
-                     f"{objects} were created, run and destroyed")
-    if allocator.live or allocator.unknown:
-        raise Failed(f"{allocator.allocations} allocations through the custom allocator, "
-                     f"{allocator.deallocations} returned through its deallocate; "
-                     f"{len(allocator.live)} ({sum(allocator.live.values())} bytes) still held "
-                     f"after {objects} were destroyed, {allocator.unknown} pointers it never "
-                     f"gave were handed back")
 
 
 def instance_id(path: str) -> Optional[str]:

@@ -34,7 +34,7 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
     Requirement("LIFE-3", "a backend context accepts load/unload notifications in order", optional=True),
     Requirement("LIFE-4", "a memory manager's acquire and release balance", optional=True),
     Requirement("LIFE-5", "the library unloads, is unmapped, and loads again"),
-    Requirement("LIFE-6", "executing workloads does not leak heap or address space"),
+    Requirement("LIFE-6", "executing workloads does not leak"),
     Requirement("SUP-1", "a supported layer can be created"),
     Requirement("SUP-2", "a malformed or unsupported layer gets a clean refusal with a reason"),
     Requirement("SUP-3", "support answers are deterministic"),

@@ -227,9 +227,9 @@ class Controller:
         """``progress``, if given, has ``started(case, index, total)``, called before a case
         runs, and ``finished(result, index, total)`` (report.Progress). ``in_process`` runs
         every case in this process, without isolation or timeout: for gdb, valgrind or ASan.
-        ``seed``: of the generated cases' values (generated.DEFAULT_SEED when None). ``quick``:
+        ``seed``: of the generated cases' values (layer_runs.DEFAULT_SEED when None). ``quick``:
         the run is of the quick tier, which is whole when every quick case ran."""
-        from conformance.generated import DEFAULT_SEED
+        from conformance.layer_runs import DEFAULT_SEED
         self.seed = DEFAULT_SEED if seed is None else seed
         self.quick = quick
         self.backend_file = os.path.abspath(backend_file)

@@ -7,6 +7,8 @@ import re
 from typing import List
 
 TEMPLATE_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "template")
+# <vendor> and <name> of the file name <vendor>_<name>_backend.so; the backend id is both joined.
+FIELD_RULE = "ASCII letters and digits"
 _FIELD = re.compile(r"[A-Za-z0-9]+")
 
 
@@ -18,7 +20,7 @@ def write(directory: str, vendor: str, name: str) -> List[str]:
     """Write backend.c and Makefile into ``directory``; returns their paths."""
     for label, value in (("vendor", vendor), ("name", name)):
         if not _FIELD.fullmatch(value):
-            raise ValueError(f"--{label} {value!r}: only ASCII letters and digits are allowed")
+            raise ValueError(f"--{label} {value!r}: only {FIELD_RULE} are allowed")
     _make_directory(directory)
     import loader
     values = {"@VENDOR@": vendor, "@ID@": f"{vendor}{name}", "@LIBRARY@": library_name(vendor, name),

@@ -334,7 +334,8 @@ def test_progress_in_a_log_names_each_case_as_it_starts_so_a_hang_shows_where():
             if line.split()[-1:] == ["entry.factory"]:
                 assert process.poll() is None, "the line came only after the case"
                 break
-        assert lines[0] == f"[ 1/{len(cases.CASES)}] file.name", lines
+        total = len(cases.CASES)
+        assert lines[0] == f"[{1:>{len(str(total))}}/{total}] file.name", lines
         assert [line.split()[-1] for line in lines[:4]] == [
             "file.name", "file.elf", "file.entry-points", "file.symbol-hygiene"]
         assert "entry.factory" in lines[-1]
@@ -591,6 +592,19 @@ def test_list_names_every_case_and_its_requirement():
     assert all(line.split()[1] in REQUIREMENTS for line in lines)
 
 
+def test_version_names_the_kit_and_the_backend_api_it_implements():
+    import conformance
+    result = kit("--version")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == (f"backend-conformance {conformance.version()} "
+                             f"(Backend API {loader.BACKEND_API_VERSION})\n")
+
+
+def test_init_help_says_what_vendor_and_name_may_contain():
+    text = " ".join(kit("init", "--help").stdout.split())
+    assert text.count("ASCII letters and digits only: the library is <vendor>_<name>_backend.so") == 2
+
+
 def test_info_shows_id_version_and_claimed_layers():
     result = kit("info", "--backend", reference_backend.LIBRARY_PATH, "--json")
     info = json.loads(result.stdout)
@@ -664,7 +678,7 @@ def test_the_namespaced_option_runs_beside_a_suite_own_backend_option(suite_with
     link.symlink_to(reference_backend.LIBRARY_PATH)
     result = pytest_in(suite_with_its_own_backend_option, "-rA", "--backend", "gpu",
                        f"--conformance-backend={link}", "-k", "device or file.",
-                       f"--junit-xml={tmp_path / 'j.xml'}")
+                       f"--junit-xml={tmp_path / 'j.xml'}", ".")  # the suite's tests too
     assert result.returncode == 0, result.stdout + result.stderr
     # counted like any other items: collected, then deselected and selected
     assert f"collected {len(cases.CASES) + 1} items / {len(cases.CASES) - 5} deselected / " \
@@ -677,6 +691,51 @@ def test_the_namespaced_option_runs_beside_a_suite_own_backend_option(suite_with
                   for case in ElementTree.parse(tmp_path / "j.xml").getroot().iter("testcase")}
     assert classnames == {"test_device": "test_device", **{
         case_id: "Acme_Npu_backend.so" for case_id in cases.CASES if case_id.startswith("file.")}}
+
+
+@pytest.fixture
+def project_elsewhere(tmp_path):
+    """A project with its own rootdir, testpaths and test, and a backend outside it."""
+    project = tmp_path / "project"
+    (project / "tests").mkdir(parents=True)
+    (project / "sub").mkdir()
+    (project / "pytest.ini").write_text("[pytest]\ntestpaths = tests\n")
+    (project / "tests" / "test_own.py").write_text("def test_own():\n    pass\n")
+    (tmp_path / "vendor").mkdir()
+    (tmp_path / "vendor" / "Acme_Npu_backend.so").symlink_to(reference_backend.LIBRARY_PATH)
+    return project
+
+
+@pytest.mark.parametrize("where, extra", [("project", []), ("project/sub", []),
+                                          ("project/sub", ["--rootdir=../../vendor"])])
+def test_node_ids_are_the_backend_file_name_wherever_pytest_runs_and_its_rootdir_is(
+        project_elsewhere, where, extra):
+    start = project_elsewhere.parent / where
+    backend = os.path.relpath(project_elsewhere.parent / "vendor" / "Acme_Npu_backend.so", start)
+    assert backend.startswith("..")
+    selection = ["-k", "file.name or entry.load", f"--conformance-backend={backend}", *extra]
+    verbose = pytest_in(start, "-v", "-rA", *selection)
+    assert verbose.returncode == 0, verbose.stdout + verbose.stderr
+    assert "Acme_Npu_backend.so::entry.load PASSED" in verbose.stdout
+    assert "PASSED Acme_Npu_backend.so::file.name" in verbose.stdout
+    progress = pytest_in(start, *selection)
+    assert progress.returncode == 0, progress.stdout + progress.stderr
+    assert re.search(r"^Acme_Npu_backend\.so \.\. ", progress.stdout, re.MULTILINE), progress.stdout
+    shown = [word for word in (verbose.stdout + progress.stdout).split() if "Acme_Npu_backend.so" in word]
+    assert shown and not [word for word in shown if ".." in word]
+
+
+def test_the_conformance_option_alone_collects_the_cases_not_the_projects_tests(project_elsewhere):
+    backend = f"--conformance-backend={reference_backend.LIBRARY_PATH}"
+    alone = pytest_in(project_elsewhere, "--co", "-q", backend)
+    assert alone.returncode == 0, alone.stdout + alone.stderr
+    assert f"{len(cases.CASES)} tests collected" in alone.stdout and "test_own" not in alone.stdout
+    assert "the conformance cases only (no test paths given)" in pytest_in(
+        project_elsewhere, "--co", backend).stdout
+    both = pytest_in(project_elsewhere, "--co", "-q", backend, "tests")
+    assert f"{len(cases.CASES) + 1} tests collected" in both.stdout and "test_own" in both.stdout
+    own = pytest_in(project_elsewhere, "--co", "-q")
+    assert "1 test collected" in own.stdout
 
 
 def test_the_former_backend_option_still_works_with_a_deprecation_warning(tmp_path):

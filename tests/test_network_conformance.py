@@ -24,8 +24,9 @@ BROKEN = {
 
 
 def statuses(path):
+    """NET requirement -> status (net.create-destroy is LIFE-1's, over compiled sub-graphs)."""
     run = runner.run_cases(path, "net", timeout=60)
-    return {r.case.requirement: r.status for r in run.results}
+    return {r.case.requirement: r.status for r in run.results if r.case.requirement in NET}
 
 
 @pytest.mark.parametrize("stem", sorted(BROKEN))

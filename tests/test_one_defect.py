@@ -132,3 +132,49 @@ def test_the_quick_tier_leaves_out_the_full_tier_and_the_seed_replays():
                              "layers.generated-fully-connected", seed=8)
     assert first.seed == 7 and "seed 7" in first.results[0].message
     assert first.results[0].message == again.results[0].message != other.results[0].message
+
+
+def test_every_header_a_one_defect_backend_includes_is_one_setup_py_rebuilds_it_for():
+    """setup.py lists mock_backends/one_defect/*.h as what each of these backends depends on; a
+    header included from anywhere else would be missed by an incremental build."""
+    import glob
+    import os
+    import re
+    directory = mock_backends.ONE_DEFECT_DIR
+    if not os.path.exists(os.path.join(directory, "base.h")):
+        pytest.skip("needs a checkout (the backends' sources)")
+    headers = {os.path.realpath(h) for h in glob.glob(os.path.join(directory, "*.h"))}
+    sources = glob.glob(os.path.join(directory, "*.c")) + glob.glob(
+        os.path.join(mock_backends.CORRECT_DIR, "*.c"))
+    included, stack = set(), list(sources)
+    while stack:
+        path = stack.pop()
+        with open(path) as f:
+            for name in re.findall(r'^\s*#\s*include\s+"([^"]+)"', f.read(), re.MULTILINE):
+                if name == "backend_api.h":
+                    continue
+                header = os.path.realpath(os.path.join(os.path.dirname(path), name))
+                if header not in included:
+                    included.add(header)
+                    stack.append(header)
+    assert included and included <= headers, sorted(included - headers)
+    assert headers <= included, f"headers no backend includes: {sorted(headers - included)}"
+
+
+@pytest.mark.parametrize("stem, case_id, words", [
+    ("instance_opens_fd_per_create", "lifecycle.create-destroy",
+     ["instances: ", "file descriptors opened and never closed", "(1 per create/destroy cycle)"]),
+    ("factory_opens_fd_per_create", "lifecycle.create-destroy-factories",
+     ["workload factories: ", "file descriptors opened and never closed"]),
+    ("context_thread_per_create", "lifecycle.create-destroy-contexts",
+     ["backend contexts: ", "threads started and never ended", "(1 per create/destroy cycle)"]),
+    ("manager_maps_per_create", "lifecycle.create-destroy-managers",
+     ["memory managers: memory mapped and never unmapped", "65536 bytes per create/destroy cycle"]),
+])
+def test_a_leak_is_named_by_the_objects_and_the_kind_of_resource(stem, case_id, words):
+    """Every create/destroy loop counts heap, mappings, descriptors and threads: each of these
+    backends leaks one kind in one loop, and only that loop's case fails."""
+    run = runner.run_cases(DEFECTS[stem].path, "create-destroy", timeout=TIMEOUT)
+    findings = {r.case.id: r.message for r in run.results if r.status in runner.BREAKING}
+    assert list(findings) == [case_id], findings
+    assert all(word in findings[case_id] for word in words), findings[case_id]

@@ -1,0 +1,136 @@
+/*
+ * od_workloads.h - workloads, the workload factory, the memory manager and the backend context.
+ * Part of base.h: a one-defect backend includes base.h, which sets the knobs' defaults before it
+ * includes this.
+ */
+#ifndef ONE_DEFECT_WORKLOADS_H
+#define ONE_DEFECT_WORKLOADS_H
+
+/* ---- workloads ---------------------------------------------------------------------------- */
+
+static BackendStatus od_check_buffers(OdWorkload *w, const BackendBuffer *inputs, uint32_t num_inputs,
+                                      const BackendBuffer *outputs, uint32_t num_outputs, char *message,
+                                      size_t message_size);
+#ifndef OD_OWN_CHECK_BUFFERS
+static BackendStatus od_check_buffers(OdWorkload *w, const BackendBuffer *inputs, uint32_t num_inputs,
+                                      const BackendBuffer *outputs, uint32_t num_outputs, char *message,
+                                      size_t message_size)
+{
+    if (num_inputs != w->num_inputs || num_outputs != 1 || inputs == NULL || outputs == NULL)
+        return OD_INVALID("expected %u inputs and 1 output", w->num_inputs);
+    for (uint32_t i = 0; i <= num_inputs; i++) {
+        const BackendBuffer *b = i < num_inputs ? &inputs[i] : &outputs[0];
+        const BackendTensorInfo *t = i < num_inputs ? &w->in[i] : &w->out;
+        if (b->struct_size < BACKEND_BUFFER_SIZE_1_1 || b->data == NULL)
+            return OD_INVALID("buffer %u is malformed", i);
+        if (b->size_bytes < (uint64_t)od_count(t) * sizeof(float))
+            return OD_INVALID("buffer %u holds %llu bytes, too few", i, (unsigned long long)b->size_bytes);
+    }
+    return BACKEND_STATUS_OK;
+}
+#endif
+
+static BackendStatus od_execute(BackendWorkload *self, const BackendBuffer *inputs, uint32_t num_inputs,
+                                const BackendBuffer *outputs, uint32_t num_outputs, char *message,
+                                size_t message_size)
+{
+    OdWorkload *w = (OdWorkload *)self;
+    const float *in[3] = {NULL, NULL, NULL};
+    OD_TRY(od_check_buffers(w, inputs, num_inputs, outputs, num_outputs, message, message_size));
+    for (uint32_t i = 0; i < num_inputs && i < 3; i++)
+        in[i] = inputs[i].data;
+    OD_KERNELS[w->type](w, in, outputs[0].data);
+    OD_AFTER_EXECUTE(w);
+    return BACKEND_STATUS_OK;
+}
+
+static void od_workload_destroy(BackendWorkload *self)
+{
+    OdWorkload *w = (OdWorkload *)self;
+    OD_FREE_STATE(w);
+    od_free(w->allocator, w);
+}
+
+static BackendStatus od_create_workload(BackendWorkloadFactory *self, const BackendLayerDescription *layer,
+                                        BackendWorkload **workload, char *message, size_t message_size)
+{
+    OdFactory *factory = (OdFactory *)self;
+    OdWorkload *w;
+    *workload = NULL;
+    OD_TRY(od_check_layer(layer, message, message_size));
+    w = od_alloc(factory->allocator, sizeof *w);
+    if (w == NULL)
+        return od_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    w->base.struct_size = OD_WORKLOAD_STRUCT_SIZE;
+    w->base.execute = od_execute;
+    w->base.destroy = od_workload_destroy;
+    w->allocator = factory->allocator;
+    w->type = layer->layer_type;
+    w->num_inputs = layer->num_inputs;
+    memcpy(w->in, layer->inputs, layer->num_inputs * sizeof w->in[0]);
+    w->out = layer->outputs[0];
+    switch (layer->layer_type) {
+    case BACKEND_LAYER_ACTIVATION: w->activation = *(const BackendActivationDescriptor *)layer->descriptor; break;
+    case BACKEND_LAYER_FULLY_CONNECTED: w->fc = *(const BackendFullyConnectedDescriptor *)layer->descriptor; break;
+    case BACKEND_LAYER_CONVOLUTION2D:
+    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D:
+        w->conv = *(const BackendConvolution2dDescriptor *)layer->descriptor;
+        break;
+    case BACKEND_LAYER_POOLING2D: w->pool = *(const BackendPooling2dDescriptor *)layer->descriptor; break;
+    case BACKEND_LAYER_SOFTMAX: w->softmax = *(const BackendSoftmaxDescriptor *)layer->descriptor; break;
+    default: break;
+    }
+    *workload = &w->base;
+    return BACKEND_STATUS_OK;
+}
+
+static void od_factory_destroy(BackendWorkloadFactory *self)
+{
+    od_free(((OdFactory *)self)->allocator, self);
+}
+
+/* ---- memory manager ----------------------------------------------------------------------- */
+
+static BackendStatus od_acquire(BackendMemoryManager *self, char *message, size_t message_size);
+static BackendStatus od_release(BackendMemoryManager *self, char *message, size_t message_size);
+#ifndef OD_OWN_ACQUIRE
+static BackendStatus od_acquire(BackendMemoryManager *self, char *message, size_t message_size)
+{
+    OdManager *m = (OdManager *)self;
+    if (m->acquired)
+        return od_fail(message, message_size, BACKEND_STATUS_INVALID_STATE, "already acquired");
+    m->acquired = 1;
+    return BACKEND_STATUS_OK;
+}
+#endif
+#ifndef OD_OWN_RELEASE
+static BackendStatus od_release(BackendMemoryManager *self, char *message, size_t message_size)
+{
+    OdManager *m = (OdManager *)self;
+    if (!m->acquired)
+        return od_fail(message, message_size, BACKEND_STATUS_INVALID_STATE, "release without acquire");
+    m->acquired = 0;
+    return BACKEND_STATUS_OK;
+}
+#endif
+
+static void od_manager_destroy(BackendMemoryManager *self)
+{
+    od_free(((OdManager *)self)->allocator, self);
+}
+
+/* ---- backend context: every notification in order is accepted ----------------------------- */
+
+static BackendStatus od_context_notified(BackendContext *self, uint64_t network_id, char *message,
+                                         size_t message_size)
+{
+    (void)self, (void)network_id, (void)message, (void)message_size;
+    return BACKEND_STATUS_OK;
+}
+
+static void od_context_destroy(BackendContext *self)
+{
+    od_free(((OdContext *)self)->allocator, self);
+}
+
+#endif /* ONE_DEFECT_WORKLOADS_H */
