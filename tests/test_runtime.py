@@ -53,7 +53,8 @@ def test_a_mixed_directory_loads_every_valid_backend(backend_dir):
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as runtime:
         assert sorted(runtime.backend_ids) == [
             "CpuRef", "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockBlobNotRoundTrip",
-            "MockCompiledDiesWithInstance", "MockCompiledWrongResult", "MockMinorOlder",
+            "MockCompiledDiesWithInstance", "MockCompiledWrongResult", "MockMinor12SaysYes",
+            "MockMinorOlder",
             "MockMinorPrevious", "MockMissingRequired", "MockPartial", "MockProbedOnce",
             "MockProfilingBadEvents", "MockSubstitutionWrongBoundary",
             "MockViewsClaimALayerTwice", "MockViewsMissALayer", "MockViewsNameALayerNotOffered"]

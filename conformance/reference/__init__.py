@@ -2,9 +2,13 @@
 has the operator): the ground truth the kit (and the test suite) compares backends with.
 Clarity over speed; float64 inside. One module per family, as in ``loader.layers``; the
 descriptor defaults are the layer table's."""
-import numpy as np
-
 from conformance.reference import elementwise, normalization, spatial, tensor
+from conformance.reference.elementwise import activation, binary, prelu, unary
+from conformance.reference.normalization import (batch_normalization, fully_connected,
+                                                 layer_normalization, mat_mul, reduce, softmax)
+from conformance.reference.spatial import (convolution2d, depthwise_convolution2d, pooling2d,
+                                           resize, transpose_convolution2d)
+from conformance.reference.tensor import concatenation, pad, reshape, slice_, transpose
 
 BINARY = ("Addition", "Multiplication", "Subtraction", "Division", "Maximum", "Minimum", "Power")
 
@@ -83,4 +87,7 @@ def evaluate(layer, inputs, descriptor):
     raise ValueError(f"no reference for {layer}")
 
 
-__all__ = ["evaluate", "np"]
+__all__ = ["activation", "batch_normalization", "binary", "concatenation", "convolution2d",
+           "depthwise_convolution2d", "evaluate", "fully_connected", "layer_normalization",
+           "mat_mul", "pad", "pooling2d", "prelu", "reduce", "reshape", "resize", "slice_",
+           "softmax", "transpose", "transpose_convolution2d", "unary"]
