@@ -37,7 +37,8 @@ EXPECTED = {
 }
 
 VALID = {"alpha": "MockAlpha", "beta": "MockBeta", "minor_older": "MockMinorOlder",
-         "minor_previous": "MockMinorPrevious", "partial": "MockPartial",
+         "minor_previous": "MockMinorPrevious", "minor_1_2_says_yes": "MockMinor12SaysYes",
+         "partial": "MockPartial",
          "views_miss_a_layer": "MockViewsMissALayer",
          "views_claim_a_layer_twice": "MockViewsClaimALayerTwice",
          "views_name_a_layer_not_offered": "MockViewsNameALayerNotOffered",
@@ -205,7 +206,8 @@ def test_scanning_every_mock_at_once_reports_each_reason():
         "MockAlpha", "MockAvailabilityFlips", "MockBeta", "MockBlobNotRoundTrip",
         "MockCompiledDiesWithInstance",
         "MockCompiledWrongResult",
-        "MockMissingRequired", "MockMinorOlder", "MockMinorPrevious", "MockPartial",
+        "MockMissingRequired", "MockMinor12SaysYes", "MockMinorOlder", "MockMinorPrevious",
+        "MockPartial",
         "MockProbedOnce", "MockProfilingBadEvents",
         "MockSubstitutionWrongBoundary", "MockViewsClaimALayerTwice", "MockViewsMissALayer",
         "MockViewsNameALayerNotOffered"]

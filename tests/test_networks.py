@@ -152,7 +152,7 @@ def _unit_graph_is_acyclic(graph, groups):
     return all(visit(n) for n in list(edges) if n not in state)
 
 
-@settings(max_examples=150, deadline=None)
+@settings(max_examples=400, deadline=None)
 @given(st.integers(2, 14).flatmap(lambda n: st.tuples(
     st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), max_size=3 * n),
     st.lists(st.sampled_from("AB"), min_size=n, max_size=n))))

@@ -57,15 +57,14 @@ def group_layers(graph: Graph, backend_of: Dict[int, str], fixed: Sequence[Seque
     as one step, so a path into any of its layers and out of any other counts. Returns lists of
     layer indices, ordered by their first layer.
 
-    Two groups joined by an edge merge unless a path leads from one to the other through a layer
-    (or step) outside both: merging them would make the sub-graphs depend on each other. The
-    search for such a path walks backwards from the later group and stops at anything earlier
-    in a topological order than the earlier group, so it stays local to the region between
-    them: planning a long chain is linear."""
+    Two groups joined by an edge merge unless a path leads from one to the other through a layer,
+    a step or another group outside both: merging them would make the sub-graphs depend on each
+    other. The search for such a path walks backwards from the later group; where groups are
+    joined along a chain (the common case, and every layer of one backend) it ends at once, so
+    planning a long chain is linear."""
     units = _Units(graph, fixed)
     parent = {i: i for i in backend_of}
     members = {i: [i] for i in backend_of}
-    low = {i: units.pos[i] for i in backend_of}          # earliest position in the group
 
     def find(i):
         root = i
@@ -79,20 +78,26 @@ def group_layers(graph: Graph, backend_of: Dict[int, str], fixed: Sequence[Seque
         return find(unit) if unit in parent else None
 
     def path_around(a, b) -> bool:
-        """Whether a path leads from group ``a`` to group ``b`` through something outside both."""
-        floor, seen = low[a], set()
+        """Whether a path leads from group ``a`` to group ``b`` through something outside both.
+        A group runs as one step, so a path that enters a group at any layer leaves it at any
+        other: the walk backwards from ``b`` steps through each group it meets as a whole."""
+        seen, seen_groups = set(), set()
         stack = [p for m in members[b] for p in units.preds[m] if group(p) not in (a, b)]
         while stack:
             unit = stack.pop()
-            if unit in seen or units.pos[unit] < floor:
+            owner = group(unit)
+            if owner == a:
+                return True
+            if owner == b:
                 continue
-            seen.add(unit)
-            for p in units.preds[unit]:
-                owner = group(p)
-                if owner == a:
-                    return True
-                if owner != b and p not in seen:
-                    stack.append(p)
+            if owner is None:
+                if unit not in seen:
+                    seen.add(unit)
+                    stack.extend(units.preds[unit])
+            elif owner not in seen_groups:
+                seen_groups.add(owner)
+                stack.extend(p for m in members[owner] for p in units.preds[m]
+                             if group(p) != owner)
         return False
 
     changed = True
@@ -109,7 +114,6 @@ def group_layers(graph: Graph, backend_of: Dict[int, str], fixed: Sequence[Seque
                     a, b = b, a
                 parent[b] = a
                 members[a].extend(members.pop(b))
-                low[a] = min(low[a], low.pop(b))
                 changed = True
     return sorted((sorted(m) for m in members.values()), key=lambda g: g[0])
 
