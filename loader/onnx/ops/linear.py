@@ -1,0 +1,90 @@
+"""Matrix products: Gemm and MatMul. A product with constant weights becomes FullyConnected (the
+backends pack constant weights once); a product of two run-time tensors is a MatMul layer."""
+import numpy as np
+
+from loader.onnx.errors import ModelError
+from loader.onnx.ops import converts
+from loader.onnx.ops.elementwise import broadcast_layer
+from loader.onnx.ops.shape import _reshaped
+from loader.onnx.values import Value
+
+
+def _transposed(builder, value: Value) -> Value:
+    if value.is_const:
+        return Value.constant(value.const.T)
+    layout = tuple((1 - p) for p in value.layout)
+    return Value.runtime(value.tensor, value.shape[::-1], layout)
+
+
+def fully_connected(builder, x: Value, weights: np.ndarray, bias=None) -> Value:
+    """x [..., K] @ weights [K, M] (+ bias [M]) as FullyConnected over the flattened leading
+    axes."""
+    k, m = weights.shape
+    lead = x.shape[:-1]
+    rows = int(np.prod(lead, dtype=object)) if lead else 1
+    flat = _reshaped(builder, x, (rows, k)) if x.rank != 2 else x
+    operands = [builder.float_tensor(flat), builder.constant(weights)]
+    if bias is not None:
+        operands.append(builder.constant(np.broadcast_to(bias, (m,)).astype(np.float32)))
+    tensor = builder.layer("FullyConnected", operands, {"transpose_weights": False})
+    result = Value.runtime(tensor, (rows, m))
+    return _reshaped(builder, result, lead + (m,)) if x.rank != 2 else result
+
+
+@converts("Gemm")
+def gemm(builder, node, inputs, attrs, opset):
+    where = f"node {node.name!r} (Gemm)"
+    a, b = inputs[0], inputs[1]
+    c = inputs[2] if len(inputs) > 2 else None
+    if a.rank != 2 or b.rank != 2:
+        raise ModelError(f"{where}: A and B must be 2-D, got {list(a.shape)} and {list(b.shape)}")
+    alpha, beta = attrs.float("alpha", 1.0), attrs.float("beta", 1.0)
+    if attrs.int("transA", 0):
+        a = _transposed(builder, a)
+    if attrs.int("transB", 0):
+        b = _transposed(builder, b)
+    if a.shape[1] != b.shape[0]:
+        raise ModelError(f"{where}: A' {list(a.shape)} and B' {list(b.shape)} do not multiply")
+    m = b.shape[1]
+    if a.is_const and b.is_const and (c is None or c.is_const):
+        y = alpha * (a.const.astype(np.float64) @ b.const)
+        if c is not None:
+            y = y + beta * c.const
+        return [Value.constant(y.astype(np.float32))]
+    bias_vector = None
+    if c is not None and c.is_const and c.const.size in (1, m) and \
+            c.const.reshape(-1).shape[0] in (1, m) and (c.rank < 2 or c.shape[0] == 1):
+        bias_vector = (beta * c.const.reshape(-1)).astype(np.float32)
+    if b.is_const:
+        y = fully_connected(builder, a, (alpha * b.const).astype(np.float32), bias_vector)
+    else:
+        y = Value.runtime(builder.layer("MatMul", [builder.float_tensor(a),
+                                                   builder.float_tensor(b)]), (a.shape[0], m))
+        if alpha != 1.0:
+            y = broadcast_layer(builder, "Multiplication", y, Value.constant(np.float32(alpha)))
+        if bias_vector is not None:
+            y = broadcast_layer(builder, "Addition", y, Value.constant(bias_vector))
+    if c is not None and bias_vector is None:
+        scaled = Value.constant((beta * c.const).astype(np.float32)) if c.is_const else c
+        if not c.is_const and beta != 1.0:
+            scaled = broadcast_layer(builder, "Multiplication", c, Value.constant(np.float32(beta)))
+        y = broadcast_layer(builder, "Addition", y, scaled)
+    return [y]
+
+
+@converts("MatMul")
+def mat_mul(builder, node, inputs, attrs, opset):
+    where = f"node {node.name!r} (MatMul)"
+    a, b = inputs
+    try:
+        out = np.matmul(np.empty(a.shape, np.bool_), np.empty(b.shape, np.bool_)).shape
+    except ValueError:
+        raise ModelError(f"{where}: {list(a.shape)} @ {list(b.shape)} do not multiply") from None
+    if a.is_const and b.is_const:
+        return [Value.constant(np.matmul(a.const, b.const))]
+    if b.is_const and b.rank == 2 and a.rank >= 2:
+        return [fully_connected(builder, a, b.const.astype(np.float32))]
+    tensor = builder.layer("MatMul", [builder.float_tensor(a), builder.float_tensor(b)])
+    if not out:      # two 1-D operands: NumPy's (and ONNX's) result is a scalar
+        tensor = builder.layer("Reshape", [tensor], {"shape": []}, "/scalar")
+    return [Value.runtime(tensor, out)]
