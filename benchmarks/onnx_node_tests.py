@@ -16,7 +16,6 @@ references).
 import argparse
 import collections
 import multiprocessing
-import os
 import sys
 import traceback
 import warnings

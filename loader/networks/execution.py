@@ -103,8 +103,8 @@ class LoadedNetwork:
         except TypeError:
             backend_ids = None
         if backend_ids is None or not all(isinstance(b, str) for b in backend_ids):
-            raise TypeError(f"backends must be a backend id, a comma-separated string or a "
-                            f"list of ids (str)") from None
+            raise TypeError("backends must be a backend id, a comma-separated string or a "
+                            "list of ids (str)") from None
         backend_ids = list(dict.fromkeys(backend_ids))
         for backend_id in backend_ids:
             if backend_id not in registered:
@@ -256,7 +256,7 @@ class LoadedNetwork:
                 start = time.monotonic_ns()
                 executor.run(arrays + list(produced.values()), bool(profile))
                 end = time.monotonic_ns()
-            except BackendError as error:
+            except BackendError:
                 if self._unloaded:
                     raise BackendError(f"network {self.id} was unloaded; load it again to "
                                        f"execute") from None

@@ -10,7 +10,7 @@ and an executor. The backends are asked only what the rules need: whether they s
 import heapq
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from loader import _core
 from loader.errors import (FeatureNotAvailableError, InvalidOptimizationError,

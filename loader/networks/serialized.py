@@ -9,7 +9,6 @@ corrupt, absurdly nested, holding other data types) ends in a NetworkError namin
 """
 import json
 import os
-from typing import Dict, Optional
 
 import numpy as np
 

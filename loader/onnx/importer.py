@@ -3,7 +3,7 @@ in topological order (each converter folds what is constant and adds layers for 
 collecting every node that cannot be expressed, and expose the outputs in the model's own
 layout. It names no operator: ``ops`` does."""
 import heapq
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import numpy as np
 

@@ -121,9 +121,8 @@ def batch_normalization(builder, node, inputs, attrs, opset):
 @converts("LayerNormalization")
 def layer_normalization(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (LayerNormalization)"
-    if len([o for o in node.output if o]) > 1:
-        raise Unsupported("the Mean and InvStdDev outputs")
     x, scale = inputs[0], inputs[1]
+    attrs.ignore("stash_type")
     bias = inputs[2] if len(inputs) > 2 else None
     axis = _axis(attrs.int("axis", -1), x.rank, where)
     epsilon = attrs.float("epsilon", 1e-5)
@@ -139,4 +138,8 @@ def layer_normalization(builder, node, inputs, attrs, opset):
         operands.append(builder.float_tensor(bias))
     tensor = builder.layer("LayerNormalization", operands, {"axis": physical_axis,
                                                             "epsilon": epsilon})
-    return [Value.runtime(tensor, x.shape, layout)]
+    result = [Value.runtime(tensor, x.shape, layout)]
+    if len([o for o in node.output if o]) > 1:
+        from loader.onnx.ops.composite import layer_normalization_statistics
+        result += layer_normalization_statistics(builder, x, axis, epsilon)
+    return result

@@ -11,29 +11,62 @@ from loader.onnx.values import Unsupported, Value
 
 
 def _spatial_rank(x: Value, where):
-    if x.rank == 4:
+    if x.rank in (3, 4):
         return
-    if x.rank >= 3:
-        raise Unsupported(f"a {x.rank - 2}-D window (2-D windows over NCHW tensors are "
-                          f"supported)")
+    if x.rank >= 5:
+        raise Unsupported(f"a {x.rank - 2}-D window (1-D and 2-D windows over NCL and NCHW "
+                          f"tensors are supported)")
     raise ModelError(f"{where}: input of rank {x.rank}")
 
 
-def _pads(attrs, x_hw, kernel, strides, dilations, where, transposed=False):
-    """[top, bottom, left, right] from ONNX's pads ([y_begin, x_begin, y_end, x_end]) or
-    auto_pad."""
+def _lift(builder, x: Value) -> Value:
+    """A 1-D window's input [N, C, L] as the 2-D one [N, C, 1, L] (in NHWC: a reshape)."""
+    if x.rank == 4:
+        return x
+    n, c, length = x.shape
+    if x.is_const:
+        return Value.constant(x.const[:, :, None, :])
+    tensor = builder.physical(x, (0, 2, 1))
+    tensor = builder.layer("Reshape", [tensor], {"shape": [n, 1, length, c]}, "/as_2d")
+    return Value.runtime(tensor, (n, c, 1, length), NHWC)
+
+
+def _lower(builder, y: Value, one_d: bool) -> Value:
+    """The 2-D result [N, O, 1, L] of a lifted 1-D window as [N, O, L]."""
+    if not one_d:
+        return y
+    n, o, _, length = y.shape
+    tensor = builder.layer("Reshape", [y.tensor], {"shape": [n, length, o]}, "/as_1d")
+    return Value.runtime(tensor, (n, o, length), (0, 2, 1))
+
+
+def _per_axis(attrs, name, default, dims, where, minimum):
+    """A window attribute with one value per spatial axis, as the 2-D one."""
+    values = attrs.ints(name, default)
+    if values is None or len(values) != dims or any(v < minimum for v in values):
+        raise ModelError(f"{where}: {name} {values} ({dims} value(s) of at least {minimum})")
+    return [1] * (2 - dims) + list(values) if minimum >= 1 else [0] * (2 - dims) + list(values)
+
+
+def _pads(attrs, spatial, kernel, strides, dilations, where):
+    """[top, bottom, left, right] from ONNX's pads ([begins..., ends...]) or auto_pad; for a
+    1-D window the first axis is the lifted one (no padding)."""
+    dims = len(spatial)
     auto = attrs.string("auto_pad", "NOTSET")
     if auto in ("NOTSET", ""):
-        pads = attrs.ints("pads", [0, 0, 0, 0])
-        if len(pads) != 4 or any(p < 0 for p in pads):
-            raise ModelError(f"{where}: pads {pads} (four non-negative values for 2-D)")
+        pads = attrs.ints("pads", [0] * 2 * dims)
+        if len(pads) != 2 * dims or any(p < 0 for p in pads):
+            raise ModelError(f"{where}: pads {pads} ({2 * dims} non-negative values)")
+        if dims == 1:
+            return [0, 0, pads[0], pads[1]]
         return [pads[0], pads[2], pads[1], pads[3]]
+    attrs.ignore("pads")
     if auto == "VALID":
         return [0, 0, 0, 0]
     if auto not in ("SAME_UPPER", "SAME_LOWER"):
         raise ModelError(f"{where}: auto_pad {auto!r}")
-    result = []
-    for size, k, s, d in zip(x_hw, kernel, strides, dilations):
+    result = [0, 0] if dims == 1 else []
+    for size, k, s, d in zip(spatial, kernel[2 - dims:], strides[2 - dims:], dilations[2 - dims:]):
         extent = (k - 1) * d + 1
         total = max((-(-size // s) - 1) * s + extent - size, 0)
         small, large = total // 2, total - total // 2
@@ -42,13 +75,11 @@ def _pads(attrs, x_hw, kernel, strides, dilations, where, transposed=False):
 
 
 def _window_attrs(attrs, x: Value, where, kernel=None):
-    kernel = attrs.ints("kernel_shape", kernel)
-    if kernel is None or len(kernel) != 2 or any(k < 1 for k in kernel):
-        raise ModelError(f"{where}: kernel_shape {kernel} (two positive values for 2-D)")
-    strides = attrs.ints("strides", [1, 1])
-    dilations = attrs.ints("dilations", [1, 1])
-    if len(strides) != 2 or len(dilations) != 2 or min(strides + dilations) < 1:
-        raise ModelError(f"{where}: strides {strides} and dilations {dilations}")
+    """(kernel, strides, dilations, pads) of a window over the 2-D (or lifted 1-D) input."""
+    dims = x.rank - 2
+    kernel = _per_axis(attrs, "kernel_shape", kernel, dims, where, 1)
+    strides = _per_axis(attrs, "strides", [1] * dims, dims, where, 1)
+    dilations = _per_axis(attrs, "dilations", [1] * dims, dims, where, 1)
     pads = _pads(attrs, x.shape[2:], kernel, strides, dilations, where)
     return kernel, strides, dilations, pads
 
@@ -81,19 +112,21 @@ def conv(builder, node, inputs, attrs, opset):
     x, w = inputs[0], inputs[1]
     bias = inputs[2] if len(inputs) > 2 else None
     _spatial_rank(x, where)
-    if w.rank != 4:
-        raise ModelError(f"{where}: weights of rank {w.rank}")
+    if w.rank != x.rank:
+        raise ModelError(f"{where}: weights of rank {w.rank} for an input of rank {x.rank}")
     groups = attrs.int("group", 1)
-    out_channels, per_group, kh, kw = w.shape
+    out_channels, per_group = w.shape[:2]
     if groups < 1 or x.shape[1] % groups or out_channels % groups or per_group * groups != \
             x.shape[1]:
         raise ModelError(f"{where}: {groups} groups for {x.shape[1]} input channels and weights "
                          f"{list(w.shape)}")
-    kernel, strides, dilations, pads = _window_attrs(attrs, x, where, [kh, kw])
-    if kernel != [kh, kw]:
+    kernel, strides, dilations, pads = _window_attrs(attrs, x, where, list(w.shape[2:]))
+    one_d = x.rank == 3
+    x, w = _lift(builder, x), _lift(builder, w) if w.is_const or one_d else w
+    if kernel != list(w.shape[2:]):
         raise ModelError(f"{where}: kernel_shape {kernel} differs from the weights {list(w.shape)}")
     weights = w.const
-    bias_const = require_const(bias, where, "the bias") if bias is not None else None
+    bias_const = bias.const if bias is not None and bias.is_const else None
     folded = _folded_batch_norm(builder, node) if weights is not None and \
         (bias is None or bias.is_const) else None
     if folded is not None:
@@ -120,7 +153,7 @@ def conv(builder, node, inputs, attrs, opset):
         operands.append(builder.float_tensor(bias))
     tensor = builder.layer(kind, operands, descriptor)
     shape = _nchw_shape(builder, tensor)
-    result = Value.runtime(tensor, shape, NHWC)
+    result = _lower(builder, Value.runtime(tensor, shape, NHWC), one_d)
     if folded is not None:
         builder.absorbed[folded[2]] = result
     return [result]
@@ -138,22 +171,25 @@ def conv_transpose(builder, node, inputs, attrs, opset):
     bias = inputs[2] if len(inputs) > 2 else None
     _spatial_rank(x, where)
     groups = attrs.int("group", 1)
-    if w.rank != 4 or w.shape[0] != x.shape[1] or groups < 1 or x.shape[1] % groups:
+    if w.rank != x.rank or w.shape[0] != x.shape[1] or groups < 1 or x.shape[1] % groups:
         raise ModelError(f"{where}: weights {list(w.shape)} with {groups} groups for input "
                          f"{list(x.shape)}")
-    kernel = attrs.ints("kernel_shape", list(w.shape[2:]))
-    strides = attrs.ints("strides", [1, 1])
-    dilations = attrs.ints("dilations", [1, 1])
-    output_padding = attrs.ints("output_padding", [0, 0])
-    if kernel != list(w.shape[2:]) or len(strides) != 2 or len(dilations) != 2 or \
-            len(output_padding) != 2:
-        raise ModelError(f"{where}: kernel_shape, strides, dilations or output_padding")
+    dims = x.rank - 2
+    kernel = _per_axis(attrs, "kernel_shape", list(w.shape[2:]), dims, where, 1)
+    strides = _per_axis(attrs, "strides", [1] * dims, dims, where, 1)
+    dilations = _per_axis(attrs, "dilations", [1] * dims, dims, where, 1)
+    output_padding = _per_axis(attrs, "output_padding", [0] * dims, dims, where, 0)
+    if kernel[2 - dims:] != list(w.shape[2:]):
+        raise ModelError(f"{where}: kernel_shape {kernel} differs from the weights")
+    one_d = dims == 1
+    x, w = _lift(builder, x), _lift(builder, w)
     output_shape = attrs.ints("output_shape")
     auto = attrs.string("auto_pad", "NOTSET")
     if output_shape is not None or auto in ("SAME_UPPER", "SAME_LOWER"):
+        attrs.ignore("pads")
         if output_shape is None:
             output_shape = [s * i for s, i in zip(strides, x.shape[2:])]
-        output_shape = output_shape[-2:]
+        output_shape = [1] * (2 - len(output_shape[-dims:])) + list(output_shape[-dims:])
         pads = []
         for i in range(2):
             total = (strides[i] * (x.shape[2 + i] - 1) + output_padding[i]
@@ -163,14 +199,14 @@ def conv_transpose(builder, node, inputs, attrs, opset):
             small, large = total // 2, total - total // 2
             pads += [small, large] if auto == "SAME_UPPER" else [large, small]
     else:
-        pads = _pads(attrs, x.shape[2:], kernel, strides, dilations, where)
+        pads = _pads(attrs, x.shape[4 - dims:], kernel, strides, dilations, where)
     operands = [builder.nhwc(x), builder.float_tensor(w, NHWC)]
     if bias is not None:
         operands.append(builder.float_tensor(bias))
     tensor = builder.layer("TransposeConvolution2d", operands, {
         "stride": strides, "dilation": dilations, "padding": pads,
         "output_padding": output_padding, "groups": groups})
-    return [Value.runtime(tensor, _nchw_shape(builder, tensor), NHWC)]
+    return [_lower(builder, Value.runtime(tensor, _nchw_shape(builder, tensor), NHWC), one_d)]
 
 
 def _pool(builder, node, attrs, x, pool, extra):
@@ -181,8 +217,9 @@ def _pool(builder, node, attrs, x, pool, extra):
     kernel, strides, dilations, pads = _window_attrs(attrs, x, where)
     descriptor = {"pool": pool, "kernel": kernel, "stride": strides, "padding": pads,
                   "dilation": dilations, "ceil_mode": bool(attrs.int("ceil_mode", 0)), **extra}
-    tensor = builder.layer("Pooling2d", [builder.nhwc(x)], descriptor)
-    return [Value.runtime(tensor, _nchw_shape(builder, tensor), NHWC)]
+    one_d = x.rank == 3
+    tensor = builder.layer("Pooling2d", [builder.nhwc(_lift(builder, x))], descriptor)
+    return [_lower(builder, Value.runtime(tensor, _nchw_shape(builder, tensor), NHWC), one_d)]
 
 
 @converts("MaxPool")
@@ -205,21 +242,31 @@ def lp_pool(builder, node, inputs, attrs, opset):
     return _pool(builder, node, attrs, inputs[0], "l2", {})
 
 
-@converts("GlobalAveragePool", "GlobalMaxPool")
+@converts("GlobalAveragePool", "GlobalMaxPool", "GlobalLpPool")
 def global_pool(builder, node, inputs, attrs, opset):
+    """A reduction over every spatial axis, in the input's own layout."""
     x = inputs[0]
-    _spatial_rank(x, f"node {node.name!r} ({node.op_type})")
-    function = "mean" if node.op_type == "GlobalAveragePool" else "max"
-    tensor = builder.layer("Reduce", [builder.nhwc(x)],
-                           {"function": function, "axes": [1, 2], "keep_dims": True})
-    return [Value.runtime(tensor, (x.shape[0], x.shape[1], 1, 1), NHWC)]
+    if x.rank < 3:
+        raise ModelError(f"node {node.name!r} ({node.op_type}): input of rank {x.rank}")
+    if node.op_type == "GlobalLpPool" and attrs.int("p", 2) != 2:
+        raise Unsupported(f"GlobalLpPool with p = {attrs.int('p', 2)} (p = 2 is supported)")
+    function = {"GlobalAveragePool": "mean", "GlobalMaxPool": "max", "GlobalLpPool": "l2"}[
+        node.op_type]
+    if x.rank == 4 and x.layout != NHWC and not x.is_const:
+        x = Value.runtime(builder.nhwc(x), x.shape, NHWC)   # where a convolution will want it
+    layout = x.layout
+    physical = sorted(layout.index(a) for a in range(2, x.rank))
+    tensor = builder.layer("Reduce", [builder.float_tensor(x, layout)],
+                           {"function": function, "axes": physical, "keep_dims": True})
+    return [Value.runtime(tensor, x.shape[:2] + (1,) * (x.rank - 2), layout)]
 
 
 @converts("Resize", since=11)
 def resize(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (Resize)"
     x = inputs[0]
-    _spatial_rank(x, where)
+    if x.rank != 4:
+        raise Unsupported(f"a Resize of a rank {x.rank} tensor (NCHW images are supported)")
     if attrs.int("antialias", 0):
         raise Unsupported("antialias")
     axes = attrs.ints("axes")
