@@ -1,4 +1,5 @@
-"""``backend-loader plan`` and ``backend-loader run`` (CONTRACT-networks section 13).
+"""``backend-loader plan`` and ``backend-loader run`` (docs/networks.md, docs/onnx.md): a network
+file (.json or .yaml, constants in a .npz beside it) or an ONNX model (.onnx).
 
 Exit codes: 0 done, 1 the network could not be planned or run (the message says why), 2 usage.
 """
@@ -15,12 +16,37 @@ def _backends(text):
     return [b.strip() for b in text.split(",") if b.strip()]
 
 
-def _load(args):
-    """(runtime, loaded network) for the command's NETWORK, --backends and --path (checked by
-    the caller)."""
+def read_network(path, input_shapes=None):
+    """The network in ``path``: an ONNX model (.onnx, with ``input_shapes`` for its symbolic
+    dimensions) or a network file."""
     from loader.networks.network import Network
+    if os.fspath(path).endswith(".onnx"):
+        import loader.onnx
+        return loader.onnx.load_model(path, input_shapes=input_shapes)
+    if input_shapes:
+        raise ValueError("--input-shape applies to ONNX models (.onnx) only")
+    return Network.load(path)
+
+
+def _input_shapes(specs):
+    shapes = {}
+    for spec in specs or ():
+        name, sep, dims = spec.partition("=")
+        try:
+            shape = tuple(int(v) for v in dims.split(","))
+        except ValueError:
+            shape = None
+        if not sep or not name or not shape:
+            raise ValueError(f"--input-shape {spec!r}: expected NAME=D1,D2,... (integers)")
+        shapes[name] = shape
+    return shapes
+
+
+def _load(args):
+    """(runtime, loaded network) for the command's NETWORK, --input-shape, --backends and --path
+    (checked by the caller)."""
     from loader.runtime import Runtime
-    network = Network.load(args.network)
+    network = read_network(args.network, _input_shapes(args.input_shape))
     runtime = Runtime(dynamic_backends_path=args.path)
     try:
         return runtime, runtime.load_network(network, backends=_backends(args.backends))
@@ -38,7 +64,10 @@ def format_plan(report: dict, failed: dict) -> str:
     lines = ["Layers:"]
     width = max((len(layer["name"]) for layer in report["layers"]), default=0)
     for layer in report["layers"]:
-        lines.append(f"  {layer['name']:<{width}}  {layer['type']:<22}  -> {layer['backend']}")
+        origin = f"  (ONNX node {layer['onnx_node']})" if layer.get("onnx_node") and \
+            layer["onnx_node"] != layer["name"] else ""
+        lines.append(f"  {layer['name']:<{width}}  {layer['type']:<22}  -> {layer['backend']}"
+                     f"{origin}")
         for backend, reason in layer["declined"].items():
             lines.append(f"  {'':<{width}}  declined by {backend}: {reason}")
     lines.append("")
@@ -60,7 +89,7 @@ def format_plan(report: dict, failed: dict) -> str:
 def _plan(args) -> int:
     try:
         runtime, loaded = _load(args)
-    except (BackendError, OSError) as error:
+    except (BackendError, OSError, ValueError, ImportError) as error:
         return _fail(error)
     with runtime, loaded:
         report = loaded.plan_report()
@@ -129,7 +158,7 @@ def _run(args) -> int:
     try:
         inputs = _inputs(args.input or [])
         runtime, loaded = _load(args)
-    except (BackendError, OSError, ValueError) as error:
+    except (BackendError, OSError, ValueError, ImportError) as error:
         return _fail(error)
     with runtime, loaded:
         try:
@@ -153,10 +182,13 @@ def add_network_commands(commands) -> None:
     """Register ``plan`` and ``run`` on the CLI's subparsers."""
     plan = commands.add_parser(
         "plan", help="show which backend takes each layer of a network, and why not the others",
-        description="Load NETWORK (.json or .yaml, constants in a .npz beside it) onto the "
-                    "backends and print the assignment of each layer with every backend's reason "
+        description="Load NETWORK (.json or .yaml, constants in a .npz beside it, or an ONNX "
+                    "model, .onnx) onto the backends and print the assignment of each layer with every backend's reason "
                     "to decline, the steps in execution order, substitutions and failed layers.")
     plan.add_argument("network", metavar="NETWORK")
+    plan.add_argument("--input-shape", action="append", metavar="NAME=1,3,224,224",
+                     help="an ONNX model's input shape, fixing its symbolic dimensions "
+                          "(repeat for each input)")
     plan.add_argument("--backends", metavar="A,B", help="backend ids in preference order "
                       "(default: every registered backend)")
     plan.add_argument("--path", metavar="DIR", help="load backends from DIR only")
@@ -168,6 +200,9 @@ def add_network_commands(commands) -> None:
         description="Load NETWORK, run it on the --input arrays and write each output as "
                     "NAME.npy into --output-dir.")
     run.add_argument("network", metavar="NETWORK")
+    run.add_argument("--input-shape", action="append", metavar="NAME=1,3,224,224",
+                     help="an ONNX model's input shape, fixing its symbolic dimensions "
+                          "(repeat for each input)")
     run.add_argument("--input", action="append", metavar="NAME=FILE.npy",
                      help="an input array (repeat for each input)")
     run.add_argument("--backends", metavar="A,B", help="backend ids in preference order")

@@ -587,14 +587,18 @@ class Plan:
         return [step.compiled for step in self.steps if step.compiled is not None]
 
     def report(self) -> dict:
-        """What ``backend-loader plan --json`` prints."""
-        return {
-            "layers": [{"name": layer.name, "type": layer.type,
-                        "backend": self.assignments[layer.name],
-                        "declined": dict(self.declined.get(layer.name, {}))}
-                       for layer in self.graph.layers],
-            "steps": [step.to_json() for step in self.steps],
-        }
+        """What ``backend-loader plan --json`` prints; a network imported from ONNX also says
+        which node each layer came from (``onnx_node``)."""
+        origin = getattr(self.graph.network, "onnx_origin", None)
+        layers = []
+        for layer in self.graph.layers:
+            entry = {"name": layer.name, "type": layer.type,
+                     "backend": self.assignments[layer.name],
+                     "declined": dict(self.declined.get(layer.name, {}))}
+            if origin is not None:
+                entry["onnx_node"] = origin.get(layer.name)
+            layers.append(entry)
+        return {"layers": layers, "steps": [step.to_json() for step in self.steps]}
 
 
 def close_units(units: Sequence[Unit]) -> None:

@@ -91,6 +91,12 @@ def import_model(source, input_shapes=None):
             raise ModelError(f"{where}: {error}") from None
         except NetworkError as error:
             raise ModelError(f"{where}: {where_node}: {error}") from None
+        except (ValueError, TypeError, IndexError, KeyError, ArithmeticError) as error:
+            # what NumPy raises for operands that do not fit together: the model is inconsistent
+            text = " ".join(str(error).split())[:300]
+            raise ModelError(f"{where}: {where_node}: inconsistent with its inputs "
+                             f"{[list(v.shape) if v is not None else None for v in inputs]}: "
+                             f"{text}") from None
         _bind(values, node, outputs, where_node, where)
     if refused:
         raise UnsupportedModelError(refused, len(graph.node))

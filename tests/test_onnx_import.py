@@ -1,0 +1,231 @@
+"""ONNX models in (docs/onnx.md): faithful inputs and outputs, static shapes, refusals that list
+everything at once, malformed models as ModelErrors, external data kept inside the model's
+directory."""
+import os
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx", reason="the importer's tests need the onnx package "
+                                          "(pip install 'dynamic-backends[onnx]')")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import loader  # noqa: E402
+import loader.onnx  # noqa: E402
+from conformance.network_reference import evaluate_network  # noqa: E402
+
+RNG = np.random.default_rng(7)
+
+
+def rand(*shape):
+    return RNG.standard_normal(shape).astype(np.float32)
+
+
+def model(nodes, inputs, outputs, initializers=(), opset=17):
+    graph = helper.make_graph(nodes, "test", inputs, outputs, list(initializers))
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+
+
+def tensor(name, shape, elem=TensorProto.FLOAT):
+    return helper.make_tensor_value_info(name, elem, shape)
+
+
+def small_cnn():
+    """Conv -> BatchNormalization -> Relu -> MaxPool -> Conv (grouped) -> GlobalAveragePool ->
+    Flatten -> Gemm -> Softmax, NCHW, as exporters write it."""
+    inits = [numpy_helper.from_array(a, n) for n, a in [
+        ("w1", rand(8, 3, 3, 3)), ("b1", rand(8)), ("gamma", rand(8) + 2), ("beta", rand(8)),
+        ("mean", rand(8)), ("var", np.abs(rand(8)) + 0.5), ("w2", rand(8, 2, 3, 3)),
+        ("fc_w", rand(10, 8)), ("fc_b", rand(10))]]
+    nodes = [
+        helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("BatchNormalization", ["c1", "gamma", "beta", "mean", "var"], ["bn"],
+                         name="bn1", epsilon=1e-3),
+        helper.make_node("Relu", ["bn"], ["r"], name="relu1"),
+        helper.make_node("MaxPool", ["r"], ["p"], name="pool", kernel_shape=[2, 2],
+                         strides=[2, 2]),
+        helper.make_node("Conv", ["p", "w2"], ["c2"], name="conv2", group=4, pads=[1, 1, 1, 1]),
+        helper.make_node("GlobalAveragePool", ["c2"], ["g"], name="gap"),
+        helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc_w", "fc_b"], ["logits"], name="fc", transB=1),
+        helper.make_node("Softmax", ["logits"], ["y"], name="softmax", axis=1),
+    ]
+    return model(nodes, [tensor("x", ["N", 3, 8, 8])], [tensor("y", None)], inits)
+
+
+def onnx_reference(proto, feeds):
+    from onnx.reference import ReferenceEvaluator
+    return ReferenceEvaluator(proto).run(None, feeds)
+
+
+def test_a_model_is_a_network_with_the_models_names_shapes_and_layout():
+    proto = small_cnn()
+    net = loader.onnx.load_model(proto, input_shapes={"x": (2, 3, 8, 8)})
+    assert net.inputs == {"x": (2, 3, 8, 8)}          # NCHW, as the model takes it
+    assert list(net.outputs) == ["y"]
+    types = [layer.type for layer in net.layers]
+    assert "BatchNormalization" not in types           # folded into conv1
+    assert types.count("Transpose") <= 1               # one, at the input
+    x = rand(2, 3, 8, 8)
+    [want] = onnx_reference(proto, {"x": x})
+    got = evaluate_network(net, {"x": x})["y"]
+    assert got.shape == want.shape == (2, 10)
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_the_model_runs_on_the_reference_backend_as_onnx_computes_it(tmp_path):
+    proto = small_cnn()
+    path = tmp_path / "cnn.onnx"
+    onnx.save(proto, str(path))
+    net = loader.onnx.load_model(path, input_shapes={"x": (1, 3, 8, 8)})
+    x = rand(1, 3, 8, 8)
+    [want] = onnx_reference(proto, {"x": x})
+    with loader.Runtime() as runtime, runtime.load_network(net) as loaded:
+        got = loaded.execute({"x": x})["y"]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_a_symbolic_dimension_without_input_shapes_names_the_input_and_dimension():
+    with pytest.raises(loader.onnx.ModelError, match="dimension 0 \\('N'\\) of input 'x'"):
+        loader.onnx.load_model(small_cnn())
+    with pytest.raises(loader.onnx.ModelError, match="fixes at 3"):
+        loader.onnx.load_model(small_cnn(), input_shapes={"x": (1, 4, 8, 8)})
+    with pytest.raises(loader.onnx.ModelError, match="not inputs of the model"):
+        loader.onnx.load_model(small_cnn(), input_shapes={"x": (1, 3, 8, 8), "z": (1,)})
+
+
+def test_a_refusal_lists_every_node_that_cannot_be_expressed_at_once():
+    nodes = [helper.make_node("NonMaxSuppression", ["x", "x"], ["a"], name="nms"),
+             helper.make_node("Relu", ["x"], ["r"], name="fine"),
+             helper.make_node("Custom", ["r"], ["b"], name="custom", domain="com.acme"),
+             helper.make_node("LpPool", ["x4"], ["c"], name="lp3", kernel_shape=[2, 2], p=3)]
+    proto = model(nodes, [tensor("x", [1, 4]), tensor("x4", [1, 1, 4, 4])],
+                  [tensor("a", None), tensor("b", None), tensor("c", None)])
+    proto.opset_import.append(helper.make_opsetid("com.acme", 1))
+    with pytest.raises(loader.onnx.UnsupportedModelError) as raised:
+        loader.onnx.load_model(proto)
+    message = str(raised.value)
+    assert "3 nodes" in message
+    for name, words in (("nms", "NonMaxSuppression"), ("custom", "com.acme"), ("lp3", "p = 3")):
+        assert f"{name} " in message and words in message
+    assert isinstance(raised.value, loader.NetworkError)
+
+
+@pytest.mark.parametrize("make, words", [
+    (lambda: b"\x08\x07garbage" * 3, "not an ONNX model"),
+    (lambda: small_cnn().SerializeToString()[:300], "not an ONNX model"),
+    (lambda: b"", "empty"),
+    (lambda: model([helper.make_node("Relu", ["ghost"], ["y"], name="r")], [tensor("x", [2])],
+                   [tensor("y", None)]), "reads 'ghost', which no node"),
+    (lambda: model([helper.make_node("Relu", ["b"], ["a"], name="one"),
+                    helper.make_node("Relu", ["a"], ["b"], name="two")],
+                   [tensor("x", [2])], [tensor("a", None)]), "cycle"),
+    (lambda: model([helper.make_node("Conv", ["x", "w"], ["y"], name="c", strides=[1.5, 1.0])],
+                   [tensor("x", [1, 1, 4, 4])], [tensor("y", None)],
+                   [numpy_helper.from_array(rand(1, 1, 1, 1), "w")]), "'strides' is of type"),
+    (lambda: model([helper.make_node("Add", ["x", "z"], ["y"], name="add")],
+                   [tensor("x", [2, 3]), tensor("z", [4, 5])], [tensor("y", None)]),
+     "node 'add'"),
+    (lambda: model([helper.make_node("Relu", ["x"], ["y"], name="r"),
+                    helper.make_node("Relu", ["x"], ["y"], name="r2")],
+                   [tensor("x", [2])], [tensor("y", None)]), "produced twice"),
+])
+def test_a_malformed_model_is_a_model_error_naming_the_problem(make, words):
+    source = make()
+    with pytest.raises(loader.onnx.ModelError) as raised:
+        loader.onnx.load_model(source.SerializeToString() if hasattr(source, "graph") else source)
+    assert words in str(raised.value)
+
+
+def test_an_initializer_declaring_more_than_its_bytes_is_refused_before_allocation():
+    huge = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[1 << 20, 1 << 20],
+                            raw_data=b"\0" * 64)
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"])], [tensor("x", [1])],
+                  [tensor("y", None)], [huge])
+    with pytest.raises(loader.onnx.ModelError, match="64 bytes of data for shape"):
+        loader.onnx.load_model(proto.SerializeToString())
+
+
+def test_opsets_outside_what_is_supported_are_refused():
+    proto = model([helper.make_node("Relu", ["x"], ["y"])], [tensor("x", [2])],
+                  [tensor("y", None)], opset=9)
+    with pytest.raises(loader.onnx.UnsupportedModelError, match="opset 9"):
+        loader.onnx.load_model(proto)
+
+
+# -- external data ---------------------------------------------------------------------------------
+
+def external_model(directory, location, offset=0, length=None):
+    w = onnx.TensorProto(name="w", data_type=TensorProto.FLOAT, dims=[4])
+    w.data_location = TensorProto.EXTERNAL
+    for key, value in (("location", location), ("offset", str(offset)),
+                       ("length", str(16 if length is None else length))):
+        entry = w.external_data.add()
+        entry.key, entry.value = key, value
+    proto = model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [tensor("x", [4])],
+                  [tensor("y", None)], [w])
+    path = directory / "model.onnx"
+    path.write_bytes(proto.SerializeToString())
+    return path
+
+
+def test_external_data_is_read_from_the_models_directory(tmp_path):
+    (tmp_path / "weights.bin").write_bytes(np.arange(8, dtype=np.float32).tobytes())
+    net = loader.onnx.load_model(external_model(tmp_path, "weights.bin", offset=16))
+    assert np.array_equal(evaluate_network(net, {"x": np.zeros(4, np.float32)})["y"],
+                          [4, 5, 6, 7])
+
+
+@pytest.mark.parametrize("location, words", [
+    ("/etc/passwd", "absolute"),
+    ("../secret.bin", "climbs out"),
+    ("link.bin", "leads out"),
+    ("weights.bin@", "No such file"),
+])
+def test_external_data_outside_the_models_directory_is_refused(tmp_path, location, words):
+    outside = tmp_path / "secret.bin"
+    outside.write_bytes(b"\0" * 16)
+    inside = tmp_path / "model"
+    inside.mkdir()
+    os.symlink(outside, inside / "link.bin")
+    with pytest.raises(loader.onnx.ModelError, match=words):
+        loader.onnx.load_model(external_model(inside, location))
+
+
+def test_external_data_past_the_end_of_its_file_is_refused(tmp_path):
+    (tmp_path / "weights.bin").write_bytes(b"\0" * 20)
+    with pytest.raises(loader.onnx.ModelError, match="outside the file"):
+        loader.onnx.load_model(external_model(tmp_path, "weights.bin", offset=8))
+    with pytest.raises(loader.onnx.ModelError, match="outside the file"):
+        loader.onnx.load_model(external_model(tmp_path, "weights.bin", offset=-4))
+
+
+def test_external_data_of_a_model_given_as_bytes_is_refused(tmp_path):
+    path = external_model(tmp_path, "weights.bin")
+    with pytest.raises(loader.onnx.ModelError, match="only a model loaded from its path"):
+        loader.onnx.load_model(path.read_bytes())
+
+
+def test_without_the_onnx_package_the_error_names_the_extra(monkeypatch):
+    import sys
+    monkeypatch.setitem(sys.modules, "onnx", None)
+    with pytest.raises(ImportError, match=r"dynamic-backends\[onnx\]"):
+        loader.onnx.load_model(b"anything")
+
+
+# -- ONNX's own node tests, through the references (the backend run is in benchmarks/) -----------
+
+def test_onnx_node_tests_give_no_wrong_answer_through_the_references():
+    import sys
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "benchmarks"))
+    try:
+        import onnx_node_tests
+    finally:
+        sys.path.pop(0)
+    outcomes = {}
+    for case in onnx_node_tests.float32_cases():
+        outcome, detail = onnx_node_tests.run_case(case, "numpy")
+        outcomes.setdefault(outcome, []).append((case.name, detail))
+    assert not outcomes.get("wrong") and not outcomes.get("error"), \
+        outcomes.get("wrong", []) + outcomes.get("error", [])
+    assert len(outcomes["passed"]) >= 400
