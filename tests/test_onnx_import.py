@@ -223,9 +223,9 @@ def test_onnx_node_tests_give_no_wrong_answer_through_the_references():
     finally:
         sys.path.pop(0)
     outcomes = {}
-    for case in onnx_node_tests.float32_cases():
+    for case in onnx_node_tests.float32_cases()[::3]:    # a third here; all of them in benchmarks/
         outcome, detail = onnx_node_tests.run_case(case, "numpy")
         outcomes.setdefault(outcome, []).append((case.name, detail))
     assert not outcomes.get("wrong") and not outcomes.get("error"), \
         outcomes.get("wrong", []) + outcomes.get("error", [])
-    assert len(outcomes["passed"]) >= 400
+    assert len(outcomes["passed"]) >= 130

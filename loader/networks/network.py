@@ -116,12 +116,21 @@ class Network:
 
     def add_constant(self, name, data) -> Tensor:
         """A constant tensor; ``data`` (a float32 array) is copied."""
+        return self._add_constant(name, data, copy=True)
+
+    def _add_constant(self, name, data, copy) -> Tensor:
+        """``add_constant``; without ``copy`` (for an importer that owns ``data`` and never
+        changes it) a read-only, C-contiguous, native float32 array is kept as it is."""
         name = self._claim(name, "constant")
         if not isinstance(data, np.ndarray) or data.dtype != np.float32:
             raise NetworkError(f"constant {name!r} must be a float32 numpy.ndarray, not "
                                f"{getattr(data, 'dtype', type(data).__name__)}")
-        array = np.array(data, dtype=np.float32, order="C", copy=True)
-        array.setflags(write=False)
+        if copy or data.flags.writeable or not data.flags.c_contiguous or \
+                not data.dtype.isnative:
+            array = np.array(data, dtype=np.float32, order="C", copy=True)
+            array.setflags(write=False)
+        else:
+            array = data
         tensor = Tensor(name, _shape(list(array.shape), f"constant {name!r}"), "constant")
         self._tensors[name] = tensor
         self._constants[name] = array

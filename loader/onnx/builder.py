@@ -15,8 +15,10 @@ MAX_CONSTANT_BYTES = 8 << 30
 
 
 class Builder:
-    def __init__(self, network):
+    def __init__(self, network, initializers=None, where="the model"):
         self.net = network
+        self.initializers = initializers or {}   # ONNX name -> TensorProto, read at first use
+        self.where = where
         self.taken = set()
         self.origin: Dict[str, str] = {}       # layer name -> the ONNX node it came from
         self.node_name = ""                     # the node being converted
@@ -27,10 +29,25 @@ class Builder:
         self.graph_outputs = set()
         self.absorbed: Dict[str, Value] = {}    # outputs of nodes another converter folded in
 
-    def constant_of(self, name: str):
-        """The folded contents of an ONNX value converted so far, or None."""
+    def value(self, name: str) -> Value:
+        """The value of an ONNX name: converted so far, or an initializer read now."""
         value = self.values.get(name)
-        return value.const if value is not None and value.is_const else None
+        if value is None and name in self.initializers:
+            from loader.onnx.model import tensor_to_array
+            value = Value.constant(tensor_to_array(self.initializers[name],
+                                                   f"{self.where}: initializer {name!r}"))
+            self.values[name] = value
+        if value is None:
+            raise KeyError(name)
+        return value
+
+    def constant_of(self, name: str):
+        """The folded contents of an ONNX value converted so far (or an initializer), or None."""
+        try:
+            value = self.value(name)
+        except KeyError:
+            return None
+        return value.const if value.is_const else None
 
     # -- names -------------------------------------------------------------------------------
 
@@ -66,11 +83,17 @@ class Builder:
             raise Unsupported(f"a constant of type {array.dtype} cannot feed a layer")
         if array.size * 4 > MAX_CONSTANT_BYTES:
             raise Unsupported(f"a constant of {array.size} elements is too large")
-        data = np.ascontiguousarray(array, dtype=np.float32)
-        if array.dtype.kind == "f" and np.any(np.isfinite(array) & ~np.isfinite(data)):
-            raise Unsupported("a constant holds values beyond float32's range")
+        if array.dtype == np.float32 and array.flags.c_contiguous:
+            data = array            # the common case: the model's own bytes, no copy
+        else:
+            data = np.ascontiguousarray(array, dtype=np.float32)
+            if array.dtype.kind == "f" and np.any(np.isfinite(array) & ~np.isfinite(data)):
+                raise Unsupported("a constant holds values beyond float32's range")
+        if data.flags.writeable:
+            data = data if data is not array else data.copy()
+            data.setflags(write=False)
         name = self.unique((base or self.node_name) + "/const")
-        self.net.add_constant(name, data)
+        self.net._add_constant(name, data, copy=False)
         self._constants[key] = name
         self._keep.append(array)
         return name

@@ -32,15 +32,19 @@ def import_model(source, input_shapes=None):
     initializers = _initializers(graph, where)
     order = _topological_order(graph, initializers, where)
     net = Network()
-    builder = Builder(net)
+    builder = Builder(net, initializers, where)
     values: Dict[str, Value] = builder.values
     for node in graph.node:
         for name in dict.fromkeys(node.input):
             if name:
                 builder.readers.setdefault(name, []).append(node)
     builder.graph_outputs = {v.name for v in graph.output}
-    for name, array in initializers.items():
-        values[name] = Value.constant(array)
+    remaining = {}                          # readers of each value not converted yet
+    for node in graph.node:
+        for name in set(node.input):
+            remaining[name] = remaining.get(name, 0) + 1
+    for name in builder.graph_outputs:
+        remaining[name] = remaining.get(name, 0) + 1
     for value_info in graph.input:
         if value_info.name in initializers:
             continue                    # an initializer listed as an input too: a constant
@@ -52,6 +56,23 @@ def import_model(source, input_shapes=None):
                          f"inputs of the model (its inputs: "
                          f"{[v.name for v in graph.input if v.name not in initializers]})")
     refused, poisoned = [], set()
+    inferred = None                         # ONNX's shape inference, once something is refused
+
+    def stand_in(node):
+        """Values standing in for a refused node's outputs, from ONNX's shape inference, so
+        that the nodes after it are still checked (and listed) rather than skipped."""
+        nonlocal inferred
+        if inferred is None:
+            inferred = _inferred_shapes(proto)
+        for name in node.output:
+            known = inferred.get(name) if name else None
+            if known is None:
+                poisoned.add(name)
+                continue
+            stand = builder.unique(f"{name} (refused)")
+            builder.net.add_input(stand, known)
+            values[name] = Value.runtime(stand, known)
+
     for index in order:
         node = graph.node[index]
         label = node.name or f"{node.op_type}_{index}"
@@ -65,17 +86,17 @@ def import_model(source, input_shapes=None):
         if node.domain not in ("", "ai.onnx"):
             refused.append((node.name, node.op_type, opset, f"operators of domain "
                             f"{node.domain!r} are not supported"))
-            poisoned.update(node.output)
+            stand_in(node)
             continue
         convert = ops.converter(node.op_type, opset)
         if convert is None:
             refused.append((node.name, node.op_type, opset, "no converter for this operator"))
-            poisoned.update(node.output)
+            stand_in(node)
             continue
         if any(name in poisoned for name in node.input if name):
             poisoned.update(node.output)    # follows a refused node: not listed again
             continue
-        inputs = [values[name] if name else None for name in node.input]
+        inputs = [builder.value(name) if name else None for name in node.input]
         try:
             attributes = Attributes(node, where_node)
             outputs = convert(builder, node, inputs, attributes, opset)
@@ -85,7 +106,7 @@ def import_model(source, input_shapes=None):
                                   f"{', '.join(map(repr, unread))} not supported")
         except Unsupported as reason:
             refused.append((node.name, node.op_type, opset, str(reason)))
-            poisoned.update(node.output)
+            stand_in(node)
             continue
         except ModelError as error:
             raise ModelError(f"{where}: {error}") from None
@@ -98,6 +119,10 @@ def import_model(source, input_shapes=None):
                              f"{[list(v.shape) if v is not None else None for v in inputs]}: "
                              f"{text}") from None
         _bind(values, node, outputs, where_node, where)
+        for name in set(node.input):   # nothing reads it any more: free it (weights, mostly)
+            remaining[name] -= 1
+            if remaining[name] == 0:
+                values.pop(name, None)
     if refused:
         raise UnsupportedModelError(refused, len(graph.node))
     for value_info in graph.output:
@@ -108,6 +133,24 @@ def import_model(source, input_shapes=None):
     net.onnx_origin = dict(builder.origin)
     net.onnx_opset = opset
     return net
+
+
+def _inferred_shapes(proto) -> Dict[str, tuple]:
+    """name -> static shape of every float32 value ONNX's shape inference can tell."""
+    import onnx
+    try:
+        inferred = onnx.shape_inference.infer_shapes(proto)
+    except Exception:               # inference is a help for the refusal's list only
+        return {}
+    shapes = {}
+    for value_info in list(inferred.graph.value_info) + list(inferred.graph.output):
+        tensor_type = value_info.type.tensor_type
+        if tensor_type.elem_type != 1 or not tensor_type.HasField("shape"):
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tensor_type.shape.dim]
+        if dims and all(0 < d <= MAX_DIMENSION for d in dims):
+            shapes[value_info.name] = tuple(dims)
+    return shapes
 
 
 def _opset(proto, where, newest) -> int:
@@ -126,15 +169,16 @@ def _opset(proto, where, newest) -> int:
     return opset
 
 
-def _initializers(graph, where) -> Dict[str, np.ndarray]:
+def _initializers(graph, where) -> Dict[str, object]:
+    """name -> TensorProto of every initializer; each is read (and checked) at its first use,
+    so that weights are read once each and freed once converted."""
     result = {}
     for tensor in graph.initializer:
         if not tensor.name:
             raise ModelError(f"{where}: an initializer has no name")
         if tensor.name in result:
             raise ModelError(f"{where}: initializer {tensor.name!r} is defined twice")
-        result[tensor.name] = _model.tensor_to_array(tensor, f"{where}: initializer "
-                                                             f"{tensor.name!r}")
+        result[tensor.name] = tensor
     if len(graph.sparse_initializer):
         raise UnsupportedModelError([("", "(model)", 0, "sparse initializers are not supported")])
     return result

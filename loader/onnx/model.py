@@ -33,7 +33,11 @@ def read(model):
         return _parse(bytes(model), "the model bytes"), None, "the model bytes"
     if isinstance(model, (str, os.PathLike)):
         path = os.fspath(model)
-        return _parse(_read_file(path), path), os.path.dirname(os.path.abspath(path)), path
+        data = _read_file(path)
+        try:
+            return _parse(data, path), os.path.dirname(os.path.abspath(path)), path
+        finally:
+            del data        # the parsed model holds what it needs: never two copies after this
     raise TypeError(f"load_model takes a path, bytes or an onnx.ModelProto, not "
                     f"{type(model).__name__}")
 
@@ -50,23 +54,26 @@ def _read_file(path) -> bytes:
         if info.st_size > MAX_MODEL_BYTES:
             raise ModelError(f"{path}: {info.st_size} bytes, more than a model file may hold "
                              f"(keep large weights as external data)")
-        chunks, total = [], 0
-        while True:
-            chunk = os.read(fd, 1 << 24)
-            if not chunk:
-                break
-            total += len(chunk)
-            if total > MAX_MODEL_BYTES:
-                raise ModelError(f"{path}: more than {MAX_MODEL_BYTES} bytes")
-            chunks.append(chunk)
-        return b"".join(chunks)
+        data = bytearray(info.st_size)
+        view, total = memoryview(data), 0
+        while total < len(data):
+            got = os.readv(fd, [view[total:]])
+            if got == 0:
+                break       # the file shrank while read: parse what there is
+            total += got
+        if os.read(fd, 1):
+            raise ModelError(f"{path}: the file grew while it was read")
+        del view
+        if total < len(data):
+            del data[total:]
+        return data         # parsed as it is: a bytes copy would double the file's memory
     except OSError as error:
         raise ModelError(f"{path}: cannot be read: {error.strerror or error}") from None
     finally:
         os.close(fd)
 
 
-def _parse(data: bytes, where: str):
+def _parse(data, where: str):
     import onnx
     if not data:
         raise ModelError(f"{where}: empty, not an ONNX model")
@@ -172,11 +179,17 @@ def tensor_to_array(tensor, what) -> np.ndarray:
         raise ModelError(f"{what}: segmented tensors are not supported")
     if tensor.data_location == 1:
         raise ModelError(f"{what}: its external data was not loaded")
-    itemsize = np.dtype(DTYPES[code]).itemsize
+    dtype = np.dtype(DTYPES[code]).newbyteorder("<")
+    itemsize = dtype.itemsize
     if tensor.HasField("raw_data") or len(tensor.raw_data):
-        if len(tensor.raw_data) != count * itemsize:
-            raise ModelError(f"{what}: {len(tensor.raw_data)} bytes of data for shape {dims} of "
+        raw = tensor.raw_data
+        if len(raw) != count * itemsize:
+            raise ModelError(f"{what}: {len(raw)} bytes of data for shape {dims} of "
                              f"{dtype_name(code)} ({count * itemsize} expected)")
+        # A read-only view of the model's own bytes (little-endian, as ONNX stores them): the
+        # weights are not copied unless a layer needs them in another layout.
+        array = np.frombuffer(raw, dtype=dtype).reshape(dims)
+        return array if dtype.isnative else array.astype(dtype.newbyteorder("="))
     else:
         held = {1: len(tensor.float_data), 11: len(tensor.double_data), 7: len(tensor.int64_data),
                 12: len(tensor.uint64_data), 13: len(tensor.uint64_data)}.get(

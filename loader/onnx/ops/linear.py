@@ -16,17 +16,18 @@ def _transposed(builder, value: Value) -> Value:
     return Value.runtime(value.tensor, value.shape[::-1], layout)
 
 
-def fully_connected(builder, x: Value, weights: np.ndarray, bias=None) -> Value:
+def fully_connected(builder, x: Value, weights: np.ndarray, bias=None,
+                    transposed=False) -> Value:
     """x [..., K] @ weights [K, M] (+ bias [M]) as FullyConnected over the flattened leading
-    axes."""
-    k, m = weights.shape
+    axes; ``transposed`` weights are [M, K] (taken as they are: no copy)."""
+    m, k = weights.shape if transposed else weights.shape[::-1]
     lead = x.shape[:-1]
     rows = int(np.prod(lead, dtype=object)) if lead else 1
     flat = _reshaped(builder, x, (rows, k)) if x.rank != 2 else x
     operands = [builder.float_tensor(flat), builder.constant(weights)]
     if bias is not None:
         operands.append(builder.constant(np.broadcast_to(bias, (m,)).astype(np.float32)))
-    tensor = builder.layer("FullyConnected", operands, {"transpose_weights": False})
+    tensor = builder.layer("FullyConnected", operands, {"transpose_weights": bool(transposed)})
     result = Value.runtime(tensor, (rows, m))
     return _reshaped(builder, result, lead + (m,)) if x.rank != 2 else result
 
@@ -41,6 +42,7 @@ def gemm(builder, node, inputs, attrs, opset):
     alpha, beta = attrs.float("alpha", 1.0), attrs.float("beta", 1.0)
     if attrs.int("transA", 0):
         a = _transposed(builder, a)
+    weights_transposed = bool(attrs.int("transB", 0)) and b.is_const
     if attrs.int("transB", 0):
         b = _transposed(builder, b)
     if a.shape[1] != b.shape[0]:
@@ -56,7 +58,10 @@ def gemm(builder, node, inputs, attrs, opset):
             c.const.reshape(-1).shape[0] in (1, m) and (c.rank < 2 or c.shape[0] == 1):
         bias_vector = (beta * c.const.reshape(-1)).astype(np.float32)
     if b.is_const:
-        y = fully_connected(builder, a, (alpha * b.const).astype(np.float32), bias_vector)
+        weights = b.const.T if weights_transposed else b.const     # as the model stores it
+        if alpha != 1.0:
+            weights = (alpha * weights).astype(np.float32)
+        y = fully_connected(builder, a, weights, bias_vector, weights_transposed)
     else:
         y = Value.runtime(builder.layer("MatMul", [builder.float_tensor(a),
                                                    builder.float_tensor(b)]), (a.shape[0], m))
@@ -72,18 +77,33 @@ def gemm(builder, node, inputs, attrs, opset):
     return [y]
 
 
+def _matmul_shape(a, b):
+    """NumPy's matmul result shape (1-D operands promoted and then dropped), or None."""
+    if not a or not b:
+        return None
+    a2 = (1,) + tuple(a) if len(a) == 1 else tuple(a)
+    b2 = tuple(b) + (1,) if len(b) == 1 else tuple(b)
+    if a2[-1] != b2[-2]:
+        return None
+    try:
+        batch = tuple(int(v) for v in np.broadcast_shapes(a2[:-2], b2[:-2]))
+    except ValueError:
+        return None
+    return batch + ((a2[-2],) if len(a) > 1 else ()) + ((b2[-1],) if len(b) > 1 else ())
+
+
 @converts("MatMul")
 def mat_mul(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (MatMul)"
     a, b = inputs
-    try:
-        out = np.matmul(np.empty(a.shape, np.bool_), np.empty(b.shape, np.bool_)).shape
-    except ValueError:
-        raise ModelError(f"{where}: {list(a.shape)} @ {list(b.shape)} do not multiply") from None
+    out = _matmul_shape(a.shape, b.shape)
+    if out is None:
+        raise ModelError(f"{where}: {list(a.shape)} @ {list(b.shape)} do not multiply")
     if a.is_const and b.is_const:
         return [Value.constant(np.matmul(a.const, b.const))]
     if b.is_const and b.rank == 2 and a.rank >= 2:
-        return [fully_connected(builder, a, b.const.astype(np.float32))]
+        weights = b.const if b.const.dtype == np.float32 else b.const.astype(np.float32)
+        return [fully_connected(builder, a, weights)]
     tensor = builder.layer("MatMul", [builder.float_tensor(a), builder.float_tensor(b)])
     if not out:      # two 1-D operands: NumPy's (and ONNX's) result is a scalar
         tensor = builder.layer("Reshape", [tensor], {"shape": []}, "/scalar")

@@ -55,7 +55,8 @@ def reduce(builder, node, inputs, attrs, opset):
     else:
         given = attrs.ints("axes", [])
     keep = bool(attrs.int("keepdims", 1))
-    if not given and attrs.int("noop_with_empty_axes", 0):
+    noop = attrs.int("noop_with_empty_axes", 0)
+    if not given and noop:
         return [x]
     axes = sorted({_axis(a, x.rank, where) for a in given}) if given else list(range(x.rank))
     function = _REDUCE[node.op_type]
@@ -93,6 +94,7 @@ def batch_normalization(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (BatchNormalization)"
     if attrs.int("training_mode", 0) or len([o for o in node.output if o]) > 1:
         raise Unsupported("training mode (running statistics as outputs)")
+    attrs.ignore("momentum", "spatial")      # training-time and opset-8 leftovers
     x = inputs[0]
     params = inputs[1:5]
     if len(params) != 4 or any(p is None for p in params):

@@ -276,6 +276,7 @@ def resize(builder, node, inputs, attrs, opset):
             raise Unsupported(f"Resize over axes {attrs.ints('axes')} (H and W are supported)")
     mode = attrs.string("mode", "nearest")
     transform = attrs.string("coordinate_transformation_mode", "half_pixel")
+    attrs.ignore("extrapolation_value")      # used by tf_crop_and_resize alone
     if transform == "tf_crop_and_resize":
         raise Unsupported("coordinate_transformation_mode tf_crop_and_resize")
     scales = inputs[2] if len(inputs) > 2 else None
