@@ -126,7 +126,7 @@ class Builder:
         the value's own tensor when its layout moves only axes of extent 1 (a reshape of it
         then needs no transpose), else the logical one."""
         if not value.is_const and value.dtype == np.float32 and _only_unit_axes_move(
-                list(value.layout), [value.shape[p] for p in value.layout]):
+                list(inverse(value.layout)), [value.shape[p] for p in value.layout]):
             return value.tensor
         return self.float_tensor(value)
 
