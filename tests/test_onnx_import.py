@@ -330,3 +330,88 @@ def test_every_transpose_then_reshape_reads_the_data_in_the_models_order(perm):
     x = rand(*shape)
     got = evaluate_network(loader.onnx.load_model(proto), {"x": x})["y"]
     np.testing.assert_array_equal(got, np.transpose(x, perm).reshape(target))
+
+
+def _conv_then(tail_nodes, tail_inits, head=()):
+    """x -> [head nodes] -> Conv (output c) -> tail nodes -> y."""
+    inits = [numpy_helper.from_array(rand(6, 3, 3, 3), "w"),
+             numpy_helper.from_array(rand(6), "b")] + list(tail_inits)
+    conv_input = head[-1].output[0] if head else "x"
+    nodes = list(head) + [helper.make_node("Conv", [conv_input, "w", "b"], ["c"], name="conv",
+                                           pads=[1, 0, 1, 2])] + list(tail_nodes)
+    return model(nodes, [tensor("x", [2, 3, 7, 6])], [tensor("y", None)], inits)
+
+
+def _const(name, array):
+    return numpy_helper.from_array(np.asarray(array, np.float32), name)
+
+
+AFFINE_TAILS = {
+    # (nodes after the convolution, their constants, whether they fold into it)
+    "mul then add per channel (tf2onnx's batch norm)": (
+        [helper.make_node("Mul", ["c", "s"], ["m"]), helper.make_node("Add", ["m", "t"], ["y"])],
+        [_const("s", rand(1, 6, 1, 1)), _const("t", rand(6, 1, 1))], True),
+    "constant first, then div and sub": (
+        [helper.make_node("Mul", ["s", "c"], ["m"]), helper.make_node("Div", ["m", "d"], ["q"]),
+         helper.make_node("Sub", ["q", "t"], ["y"])],
+        [_const("s", rand(6, 1, 1)), _const("d", np.abs(rand(6, 1, 1)) + 1),
+         _const("t", [2.5])], True),
+    "batch norm then a scalar add": (
+        [helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["n"]),
+         helper.make_node("Add", ["n", "t"], ["y"])],
+        [_const("g", rand(6)), _const("be", rand(6)), _const("mu", rand(6)),
+         _const("var", np.abs(rand(6)) + 0.1), _const("t", 0.5)], True),
+    "a constant varying along the width is not per channel": (
+        [helper.make_node("Mul", ["c", "s"], ["y"])], [_const("s", rand(1, 1, 1, 6))], False),
+    "a constant divided by the convolution is not affine": (
+        [helper.make_node("Div", ["d", "c"], ["y"])], [_const("d", np.abs(rand(6, 1, 1)) + 1)],
+        False),
+}
+
+
+@pytest.mark.parametrize("case", AFFINE_TAILS, ids=list(AFFINE_TAILS))
+def test_per_channel_affine_layers_after_a_convolution_fold_into_it(case):
+    nodes, inits, folds = AFFINE_TAILS[case]
+    proto = _conv_then(nodes, inits)
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    layers = [layer.type for layer in net.layers]
+    assert (layers.count("Convolution2d") == len(layers) - layers.count("Transpose")) == folds
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pads, mode, value, folds", [
+    ([0, 0, 1, 2, 0, 0, 3, 0], "constant", None, True),      # zeros around H and W
+    ([0, 0, 1, 2, 0, 0, 3, 0], "constant", 1.0, False),      # not zeros
+    ([0, 0, 1, 2, 0, 0, 3, 0], "reflect", None, False),
+    ([0, 1, 0, 0, 0, 0, 0, 0], "constant", None, False),     # pads the channels
+])
+def test_a_zero_pad_read_only_by_a_convolution_becomes_its_padding(pads, mode, value, folds):
+    """The Pad's zeros and the Conv's own pads add up; any other Pad stays a layer."""
+    inputs = ["x", "pads"] + (["v"] if value is not None else [])
+    inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    if value is not None:
+        inits.append(_const("v", value))
+    head = [helper.make_node("Pad", inputs, ["p"], mode=mode)]
+    channels = 3 + pads[1] + pads[5]
+    proto = _conv_then([helper.make_node("Relu", ["c"], ["y"])], inits, head)
+    if channels != 3:
+        proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(rand(6, channels, 3, 3), "w"))
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    assert ("Pad" not in [layer.type for layer in net.layers]) == folds
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_pad_that_another_node_also_reads_stays_a_layer():
+    inits = [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    head = [helper.make_node("Pad", ["x", "pads"], ["p"])]
+    proto = _conv_then([helper.make_node("ReduceMean", ["p"], ["r"], axes=[1, 2, 3]),
+                        helper.make_node("Add", ["c", "r"], ["y"])], inits, head)
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    assert "Pad" in [layer.type for layer in net.layers]
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)

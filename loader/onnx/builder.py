@@ -28,6 +28,7 @@ class Builder:
         self.readers: Dict[str, list] = {}      # ONNX name -> the nodes that read it
         self.graph_outputs = set()
         self.absorbed: Dict[str, Value] = {}    # outputs of nodes another converter folded in
+        self.folded_pads: Dict[str, list] = {}  # a zero Pad's output -> [top, bottom, left, right]
 
     def value(self, name: str) -> Value:
         """The value of an ONNX name: converted so far, or an initializer read now."""
