@@ -1,5 +1,5 @@
-"""Contract section 9 on the reference backend: every layer against plain NumPy on awkward
-shapes, and every malformed call refused with an error that names the problem."""
+"""The layers of Backend API 1.1 (docs/layers.md) on the reference backend: every layer against
+plain NumPy on awkward shapes, and every malformed call refused with an error that names the problem."""
 import numpy as np
 import pytest
 
