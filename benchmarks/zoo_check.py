@@ -141,7 +141,8 @@ def check(name, exporter, rounds, through, keep=None, data=None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(CLASSIFIERS + TRANSFORMERS + SEGMENTATION))
+    parser.add_argument("--models", default=None,
+                        help="comma-separated (default: all, or none when --file is given)")
     parser.add_argument("--exporters", default="dynamo,torchscript")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--through", choices=("backend", "numpy"), default="backend")
@@ -158,7 +159,12 @@ def main(argv=None) -> int:
         print(f"the zoo check needs torch, torchvision and onnxruntime ({error}): "
               f"pip install -e '.[zoo]'", file=sys.stderr)
         return 2
-    models = SMALL if args.small else [m for m in args.models.split(",") if m]
+    if args.small:
+        models = SMALL
+    elif args.models is not None:
+        models = [m for m in args.models.split(",") if m]
+    else:
+        models = [] if args.file else CLASSIFIERS + TRANSFORMERS + SEGMENTATION
     print(f"{'model':<26} {'exporter':<12} {'nodes':>6} {'layers':>6} {'max rel diff':>13} "
           f"{'import s':>9} {'ours ms':>9} {'ORT ms':>9} {'ratio':>6}")
     failures = 0
