@@ -31,6 +31,52 @@ enum rk_binary { RK_ADD = 0, RK_MUL = 1 };
 int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
               float *out, const int64_t *out_shape, int rank);
 
+/* Geometry a layer's workload computes once (layers_*.c) and its kernels walk. */
+
+/* Two operands broadcast to the output, each shape right-aligned and padded with leading 1s to
+   `rank` (1..8); out[d] = max(a[d], b[d]) and each input dim is either equal to it or 1. */
+typedef struct rk_broadcast {
+    int rank;
+    int64_t a[8], b[8], out[8];
+} rk_broadcast;
+
+/* A tensor seen as [outer, extent, inner] around one axis (or a run of axes). */
+typedef struct rk_axis_split {
+    int64_t outer, extent, inner;
+} rk_axis_split;
+
+/* A copy that reads input element offset + sum_d i[d] * stride[d] for output index i (extents
+   outermost first; strides may be negative or 0). Pad adds a border: output index i along d
+   reads input index i[d] - pad_begin[d], mapped into [0, in_extent[d]) by `mode` (0 constant
+   `value`, 1 reflect, 2 edge). */
+typedef struct rk_strided_copy {
+    int rank;                           /* 1..8 */
+    int64_t extent[8];
+    int64_t stride[8];
+    int64_t offset;
+    int64_t in_extent[8], pad_begin[8]; /* Pad */
+    int mode;
+    float value;
+} rk_strided_copy;
+
+/* A reduction over the input [extent[0], ..., extent[rank-1]] (outermost first, adjacent axes
+   of the same kind merged); bit d of `reduced` marks a reduced axis. */
+typedef struct rk_reduce_plan {
+    int rank;                           /* 1..6 */
+    int64_t extent[6];
+    uint32_t reduced;
+    int function;                       /* BACKEND_REDUCE_* */
+    int64_t count;                      /* elements reduced into each output */
+} rk_reduce_plan;
+
+/* Batched matrix products [m, k] @ [k, n]; batch index i over batch[] (outermost first) reads
+   matrix sum_d i[d] * a_stride[d] of a and likewise of b (0 where that operand broadcasts). */
+typedef struct rk_matmul_plan {
+    int batch_rank;                     /* 0..6 */
+    int64_t batch[6], a_stride[6], b_stride[6];
+    int64_t m, k, n;
+} rk_matmul_plan;
+
 /* FullyConnected: x [n, k]; if transpose_weights: w is [m, k] (y = x @ w.T), else w is [k, m] (y = x @ w); bias [m] or NULL; y [n, m]. */
 int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,
                        int64_t n, int64_t k, int64_t m, int transpose_weights);
