@@ -20,14 +20,27 @@
 extern "C" {
 #endif
 
-/* Activation functions */
-enum rk_activation { RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4 };
-/* bounded_relu: y = min(a, max(b, x)); leaky_relu: y = x > 0 ? x : a * x */
+/* Activation functions: the codes and formulas of BACKEND_ACTIVATION_* (backend_api.h). celu
+   needs a != 0. Shares large tensors with the thread pool. */
+enum rk_activation {
+    RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4, RK_ELU = 5,
+    RK_SELU = 6, RK_HARD_SIGMOID = 7, RK_HARD_SWISH = 8, RK_SWISH = 9, RK_GELU = 10,
+    RK_GELU_TANH = 11, RK_SOFTPLUS = 12, RK_SOFTSIGN = 13, RK_CLIP = 14, RK_CELU = 15,
+    RK_THRESHOLDED_RELU = 16, RK_MISH = 17, RK_ACTIVATION_COUNT = 18
+};
 int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b);
+
+/* Element-wise functions of one input: the codes and formulas of BACKEND_UNARY_* (round: half
+   to even). y may equal x. */
+enum { RK_UNARY_COUNT = 23 };
+int rk_unary(const float *x, float *y, int64_t count, int function);
 
 /* Elementwise with NumPy broadcasting. Shapes are given already right-aligned and padded to `rank`
    (1 <= rank <= 8) with leading 1s; out_shape[d] = max(a_shape[d], b_shape[d]) and each input dim is either equal to it or 1. */
-enum rk_binary { RK_ADD = 0, RK_MUL = 1 };
+enum rk_binary {
+    RK_ADD = 0, RK_MUL = 1, RK_SUB = 2, RK_DIV = 3, RK_MAX = 4, RK_MIN = 5, RK_POW = 6,
+    RK_PRELU = 7                        /* a < 0 ? a * b : a */
+};
 int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
               float *out, const int64_t *out_shape, int rank);
 
