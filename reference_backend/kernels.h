@@ -134,6 +134,28 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool);
 /* Softmax over the last axis, rows x cols, numerically stable (subtract the row max), with beta: y = exp(beta*(x - max)) / sum. Works for beta < 0 too (use max of beta*x). */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta);
 
+/* Softmax (log = 0) or LogSoftmax (log != 0) of exp(beta * x) over the middle axis of
+   [outer, extent, inner]; y may equal x. */
+int rk_softmax_axis(const float *x, float *y, const rk_axis_split *s, float beta, int log);
+
+/* Reduce (rk_reduce_plan): y holds one value per combination of the kept axes, in order.
+   Sums accumulate in double. Scratch: one double per output (not for max and min). */
+int rk_reduce(const float *x, float *y, const rk_reduce_plan *p);
+
+/* Inference BatchNormalization over the last axis of [rows, channels]: (x - mean) /
+   sqrt(variance + epsilon) * scale + bias, the four of [channels]. Scratch: 2 floats a channel. */
+int rk_batch_normalization(const float *x, const float *mean, const float *variance,
+                           const float *scale, const float *bias, float *y, int64_t rows,
+                           int64_t channels, float epsilon);
+
+/* LayerNormalization of each row of [rows, cols]: mean and biased variance (in double), then
+   * scale (+ bias), both of [cols] (bias may be NULL). No scratch. */
+int rk_layer_normalization(const float *x, const float *scale, const float *bias, float *y,
+                           int64_t rows, int64_t cols, float epsilon);
+
+/* Batched matrix products (rk_matmul_plan) through the packed SGEMM; y [batch..., m, n]. */
+int rk_matmul(const float *a, const float *b, float *y, const rk_matmul_plan *p);
+
 /* A fused epilogue, applied to each part of the output as soon as it is final (while it is
    still in cache): y = act(y + residual). residual has the output's shape and layout (row
    stride ldr floats between output pixels / rows) or is NULL; function is an rk_activation
