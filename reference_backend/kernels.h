@@ -5,8 +5,9 @@
  * arguments meeting the documented preconditions no function reads or writes
  * out of bounds. Return value: 0 on success, nonzero only when a scratch
  * allocation failed (the output is then unspecified). Outputs must not alias
- * inputs, except: rk_activation and rk_softmax may run in place (y == x), and
- * rk_binary may write over an input that has the full output shape.
+ * inputs, except: rk_activation, rk_unary, rk_softmax and rk_softmax_axis may
+ * run in place (y == x), and rk_binary may write over an input that has the
+ * full output shape.
  * All functions are reentrant and may be called concurrently from several threads;
  * the heavy ones share their work with a persistent pool of up to rk_thread_count() - 1 threads
  * (started on first use, joined when the library is unloaded).
