@@ -8,6 +8,8 @@
 
 /* Tiles of TILE x TILE floats: 4 KiB read, 4 KiB written, both in L1. */
 #define TILE 32
+/* Transposes walk the output's contiguous axis in chunks of this many floats. */
+#define CHUNK 256
 
 void rk_strided_copy_plan(rk_strided_copy *p)
 {
@@ -72,12 +74,21 @@ static void copy_rows(void *ctx, int64_t first, int64_t last)
         row_offsets(p, row, -1, &in, &out);
         const float *src = c->x + in;
         float *dst = c->y + out;
+        int64_t i = 0;
         if (s == 1) {
             memcpy(dst, src, (size_t)n * sizeof(float));
-        } else {
-            for (int64_t i = 0; i < n; i++)
-                dst[i] = src[i * s];
+            continue;
         }
+        /* the common steps 4 lanes at a time, never reading past the row's last element */
+        if (s == 2)
+            for (; i + 5 <= n; i += 4)
+                vf4_store(dst + i, __builtin_shuffle(vf4_load(src + 2 * i), vf4_load(src + 2 * i + 4),
+                                                     (vi4){ 0, 2, 4, 6 }));
+        else if (s == -1)
+            for (; i + 4 <= n; i += 4)
+                vf4_store(dst + i, __builtin_shuffle(vf4_load(src - i - 3), (vi4){ 3, 2, 1, 0 }));
+        for (; i < n; i++)
+            dst[i] = src[i * s];
     }
 }
 
@@ -113,25 +124,29 @@ static void transpose_tile(const float *src, int64_t ld_src, float *dst, int64_t
             dst[j * ld_dst + i] = src[i * ld_src + j];
 }
 
-/* Units of work: (the row of the axes other than q and the last, a TILE-wide strip of q). In
-   each, the plane [q, last] is a transpose: the input is contiguous along q, the output along
-   the last axis. */
+/* Units of work: (the row of the axes other than q and the last, a chunk of CHUNK indices of
+   the last axis, a TILE-wide strip of q), q fastest. In each, the plane [q, last] is a
+   transpose: the input is contiguous along q, the output along the last axis. The units of
+   one chunk read CHUNK input rows of the plane between them (each once, while they stay in
+   cache) and write CHUNK-float pieces of as many output rows. */
 static void copy_transposed(void *ctx, int64_t first, int64_t last)
 {
     const copy_call *c = ctx;
     const rk_strided_copy *p = c->p;
     const int q = c->q;
     const int64_t ni = p->extent[p->rank - 1], s = p->stride[p->rank - 1], nq = p->extent[q];
+    const int64_t chunks = ceil_div(ni, CHUNK);
     int64_t ld_out = 1;
     for (int d = q + 1; d < p->rank; d++)
         ld_out *= p->extent[d];
     for (int64_t unit = first; unit < last; unit++) {
-        int64_t row = unit / c->q_blocks, j0 = unit % c->q_blocks * TILE, in, out;
-        int64_t nj = min_i64(TILE, nq - j0);
+        int64_t j0 = unit % c->q_blocks * TILE, chunk = unit / c->q_blocks % chunks;
+        int64_t row = unit / c->q_blocks / chunks, in, out;
+        int64_t nj = min_i64(TILE, nq - j0), end = min_i64(ni, (chunk + 1) * CHUNK);
         row_offsets(p, row, q, &in, &out);
-        for (int64_t i0 = 0; i0 < ni; i0 += TILE)
+        for (int64_t i0 = chunk * CHUNK; i0 < end; i0 += TILE)
             transpose_tile(c->x + in + i0 * s + j0, s, c->y + out + j0 * ld_out + i0, ld_out,
-                           min_i64(TILE, ni - i0), nj);
+                           min_i64(TILE, end - i0), nj);
     }
 }
 
@@ -161,7 +176,7 @@ int rk_copy_strided(const float *x, float *y, const rk_strided_copy *p)
         return 0;
     }
     c.q_blocks = ceil_div(p->extent[c.q], TILE);
-    int64_t units = rows / p->extent[c.q] * c.q_blocks;
+    int64_t units = rows / p->extent[c.q] * ceil_div(p->extent[p->rank - 1], CHUNK) * c.q_blocks;
     rk_parallel_for(units, 1, (double)total / (double)units, RK_COPY_MIN_PER_THREAD,
                     copy_transposed, &c);
     return 0;
