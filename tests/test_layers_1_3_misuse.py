@@ -3,7 +3,8 @@ the Python API cannot reach: every value of a 1.3 descriptor inconsistent with t
 is INVALID_ARGUMENT (a value it does not know, UNSUPPORTED) with a message, from
 is_layer_supported and create_workload alike, and nothing is written outside the message
 buffer. A descriptor is read only as far as its struct_size (a short one ends at an unmapped
-page), and results do not depend on the number of threads."""
+page), no kernel reads past its inputs (each ends at an unmapped page), and results do not
+depend on the number of threads."""
 import ctypes
 import os
 import subprocess
@@ -360,3 +361,63 @@ def test_results_do_not_depend_on_the_number_of_threads(tmp_path):
             results.append([saved[key] for key in saved.files])
     for one, three in zip(*results):
         np.testing.assert_array_equal(one, three)
+
+
+BEFORE_A_HOLE = r"""
+import ctypes, mmap
+import numpy as np
+import loader
+from conformance import reference
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+keep = []
+
+def before_a_hole(values):
+    # a copy of values whose last element is the last 4 bytes before a PROT_NONE page
+    nbytes = values.size * 4
+    pages = -(-nbytes // mmap.PAGESIZE)
+    m = mmap.mmap(-1, (pages + 1) * mmap.PAGESIZE)
+    hole = ctypes.addressof(ctypes.c_char.from_buffer(m)) + pages * mmap.PAGESIZE
+    assert libc.mprotect(hole, mmap.PAGESIZE, 0) == 0, ctypes.get_errno()
+    a = np.frombuffer(m, np.float32, count=values.size, offset=pages * mmap.PAGESIZE - nbytes)
+    a[...] = values.reshape(-1)
+    keep.append(m)
+    return a.reshape(values.shape)
+
+rng = np.random.default_rng(8)
+cases = [
+    ("Slice", [(3, 41)], {"begin": [0, 0], "step": [1, 2]}),             # reads the last element
+    ("Slice", [(3, 40)], {"begin": [0, 1], "step": [1, 2]}),
+    ("Slice", [(3, 37)], {"begin": [2, -1], "end": [-9, -99], "step": [-1, -1]}),
+    ("Slice", [(5, 9, 7)], {"begin": [-1, -1, -1], "end": [-99, -99, -99], "step": [-2, -3, -2]}),
+    ("Transpose", [(3, 37, 33)], {"perm": [2, 0, 1]}), ("Transpose", [(1, 5, 7, 9)], {"perm": [0, 3, 1, 2]}),
+    ("Pad", [(3, 7, 5)], {"pads": [1, -2, 2, 0, 3, 1], "mode": "reflect"}),
+    ("Pad", [(3, 7, 5)], {"pads": [0, 2, 0, 2, 0, 3], "mode": "edge"}),
+    ("Concatenation", [(2, 3, 5), (2, 1, 5), (2, 7, 5)], {"axis": 1}),
+    ("Prelu", [(4, 33), (33,)], None), ("Maximum", [(5, 1, 7), (3, 1)], None),
+    ("Activation", [(1, 37)], {"function": "mish"}), ("ElementwiseUnary", [(37,)], {"function": "erf"}),
+    ("Softmax", [(3, 37, 5)], {"axis": 1, "log": True}),
+    ("Reduce", [(3, 37, 5)], {"function": "log_sum_exp", "axes": [1]}),
+    ("Reduce", [(3, 37, 5)], {"function": "l2", "axes": [0, 2]}),
+    ("LayerNormalization", [(3, 37), (37,), (1,)], {"axis": 1}),
+    ("BatchNormalization", [(3, 37), (37,), (37,), (37,), (37,)], None),
+    ("MatMul", [(3, 5, 37), (37,)], None),
+]
+with loader.Runtime() as runtime:
+    backend = runtime.create_backend("CpuRef")
+    for layer, shapes, descriptor in cases:
+        inputs = [before_a_hole(rng.uniform(0.5, 1.5, shape).astype(np.float32)) for shape in shapes]
+        [out] = backend.execute(layer, inputs, descriptor)
+        np.testing.assert_allclose(out, reference.evaluate(layer, inputs, descriptor), rtol=1e-4,
+                                   atol=1e-4)
+print("ok")
+"""
+
+
+def test_kernels_read_nothing_past_their_inputs():
+    """Every input ends right before an unmapped page, on the extents the vector paths leave to
+    their scalar tails: a read past one would crash the child."""
+    result = subprocess.run([sys.executable, "-c", BEFORE_A_HOLE], capture_output=True,
+                            text=True, timeout=120, cwd=os.path.dirname(HERE))
+    assert result.returncode == 0 and result.stdout.strip() == "ok", \
+        (result.returncode, result.stderr[-2000:])
