@@ -212,7 +212,10 @@ static BackendStatus check_pad(const BackendLayerDescription *layer, const RefDe
         return UNSUPPORTED("pad mode %u is not supported", d->mode);
     for (uint32_t k = 0; k < x->num_dimensions; k++) {
         int64_t n = x->dimensions[k], b = d->pad_begin[k], e = d->pad_end[k];
-        if (b < -n || b > REF_MAX_ELEMENTS || e < -n || e > REF_MAX_ELEMENTS)
+        /* (constant mode may remove more than the axis holds on one side and add some back
+           on the other: those outputs are the value) */
+        if (b < -REF_MAX_ELEMENTS || b > REF_MAX_ELEMENTS || e < -REF_MAX_ELEMENTS ||
+            e > REF_MAX_ELEMENTS)
             return INVALID("pads %lld and %lld along axis %u are out of range for extent %lld",
                            (long long)b, (long long)e, k, (long long)n);
         out[k] = n + b + e;

@@ -198,8 +198,8 @@ MISUSE = [
     ("pad mode", Description("Pad", [S], S, made(Pad, mode=3)), UNSUPPORTED, "mode"),
     ("pad huge", Description("Pad", [S], S, made(Pad, pad_begin=[2**62, 0, 0],
                                                  pad_end=[-2**62, 0, 0])), INVALID, "range"),
-    ("pad crops past", Description("Pad", [S], [2, 3, 4], made(Pad, pad_begin=[0, -4, 0],
-                                                                  pad_end=[0, 4, 0])), INVALID,
+    ("pad beyond 2^40", Description("Pad", [S], [2, 3, 4], made(Pad, pad_begin=[0, -2**41, 0],
+                                                                   pad_end=[0, 2**41, 0])), INVALID,
      "range"),
     ("pad empties", Description("Pad", [S], [2, 1, 4], made(Pad, pad_begin=[0, -2, 0],
                                                                pad_end=[0, -1, 0])), INVALID, "empty"),
@@ -256,8 +256,9 @@ def test_misuse_is_refused_with_a_message(backend, what, description, expected, 
     Description("Pad", [S], [2, 1, 4], made(Pad, pad_begin=[0, -3, 0], pad_end=[0, 1, 0])),
     Description("MatMul", [[7], [7]], [1]),
     Description("Reduce", [[1, 1, 1]], [1], made(Reduce, axes=0b111, function=8)),
+    Description("Pad", [S], [2, 2, 4], made(Pad, pad_begin=[0, -5, 0], pad_end=[0, 4, 0])),
 ], ids=["concat 300", "log softmax axis 0", "slice steps", "pad crops", "pad all constant",
-        "dot", "reduce ones"])
+        "dot", "reduce ones", "pad crops past the axis"])
 def test_edge_descriptions_are_accepted(backend, description):
     assert answers(backend, description)[::2] == (OK, OK)
 
