@@ -119,7 +119,8 @@ def _run(parser, args) -> int:
         _write_output("--json", args.json, json.dumps(document, indent=2).encode() + b"\n")
     if args.junit_xml:
         _write_output("--junit-xml", args.junit_xml, report.junit_xml(run))
-    terminal.write(report.terminal_summary(run, expectations))
+    terminal.write(report.terminal_summary(run, expectations,
+                                           report.line_width(terminal, len(run.selected))))
     terminal.flush()
     return _exit_code(run, expectations if args.exit_zero_on_expected else None)
 
