@@ -1,0 +1,73 @@
+"""PERF-1 holds up on a busy machine: the backend and the reference are timed in interleaved
+rounds and a layer is called slow only when it is slow in every round; a warning says how many
+CPUs each kept busy. A freshly scaffolded backend passes the whole kit without a warning."""
+import shutil
+import subprocess
+
+import pytest
+
+from conformance import speed_cases
+from conformance.speed_cases import ROUNDS, SLOWER, Timing, compare
+
+
+def scripted(seconds, cpus=1.0, log=None, name=""):
+    """A timer that returns the given seconds per execution, one round after another."""
+    values = iter(seconds)
+
+    def timer():
+        if log is not None:
+            log.append(name)
+        return Timing(next(values), cpus)
+    return timer
+
+
+def test_a_burst_of_load_in_some_rounds_is_not_a_slow_layer():
+    busy = [10 * SLOWER] * (ROUNDS - 1) + [2.0]   # slow while the machine is busy, then not
+    result = compare(scripted(busy), scripted([1.0] * ROUNDS))
+    assert len(result.ratios) == ROUNDS and not result.slow()
+
+
+def test_a_layer_slow_in_every_round_is_reported_and_the_rounds_interleave():
+    log = []
+    result = compare(scripted([6.0] * ROUNDS, log=log, name="backend"),
+                     scripted([1.0] * ROUNDS, log=log, name="reference"))
+    assert result.slow() and min(result.ratios) == 6.0
+    assert log == ["backend", "reference"] * ROUNDS
+
+
+def test_the_rounds_stop_at_the_first_one_at_normal_speed():
+    log = []
+    result = compare(scripted([9.0, 1.0, 9.0, 9.0, 9.0], log=log, name="b"),
+                     scripted([1.0] * ROUNDS))
+    assert result.ratios == [9.0, 1.0] and not result.slow() and log == ["b", "b"]
+
+
+def test_a_reference_on_several_cpus_against_a_backend_on_one_is_said():
+    result = compare(scripted([8.0] * ROUNDS, cpus=1.0), scripted([1.0] * ROUNDS, cpus=4.0))
+    assert result.slow()
+    assert result.threads() == ("; the reference backend kept about 4 CPUs busy, this backend "
+                                "one (per CPU it is 2.0x slower)")
+    same = compare(scripted([8.0] * ROUNDS), scripted([1.0] * ROUNDS))
+    assert same.threads() == ""
+
+
+def test_a_round_is_the_best_batch_with_its_cpu_share():
+    ticks = iter([0, 5, 10, 12, 20, 23])            # batches of 5, 2 and 3 s: the second wins
+    cpu = iter([0.0, 5.0, 0.0, 4.0, 0.0, 3.0])      # on 2 CPUs
+    timing = speed_cases.time_round(lambda n: None, clock=lambda: float(next(ticks)),
+                                    cpu_clock=lambda: next(cpu))
+    assert timing.seconds == 2.0 / speed_cases.RUNS and timing.cpus == 2.0
+
+
+@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
+                    reason="needs make and a C compiler")
+def test_a_fresh_scaffold_passes_make_check_without_a_warning(tmp_path):
+    directory = tmp_path / "acme"
+    subprocess.run(["backend-conformance", "init", "--vendor", "Acme", "--name", "Npu",
+                    str(directory)], check=True, capture_output=True)
+    check = subprocess.run(["make", "-C", str(directory), "check"], capture_output=True,
+                           text=True, timeout=300)
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert "CONFORMANT" in check.stdout
+    [total] = [line.split() for line in check.stdout.splitlines() if line.startswith("total")]
+    assert total[2] == "0" and "Warnings:" not in check.stdout, check.stdout  # PASS WARNING ...
