@@ -12,7 +12,7 @@ The shapes and parameters are fixed; the values come from the run's seed (``--se
 report and in every reproduce command) and the case id; conformance/layer_runs.py makes them and
 judges the outputs.
 """
-from typing import Dict, List
+from typing import Callable, Dict, List
 
 from conformance.layer_runs import (WEIGHTED, compare, describe, execute, inputs_for, layer_cases,
                                     spec)
@@ -165,8 +165,9 @@ def specs(family) -> List[dict]:
 
 def owner(data) -> str:
     """The fixed case (layer_cases.yaml id) a generated case belongs with: the first of the same
-    layer and, for activations and pooling, the same function. A defect that fixed case already
-    showed is reported there, and this failure is marked as its consequence."""
+    layer and, for activations, unary functions, pooling and reductions, the same function. A
+    defect that fixed case already showed is reported there, and this failure is marked as its
+    consequence."""
     descriptor = data.get("descriptor") or {}
     for fixed in layer_cases():
         same = fixed.get("descriptor") or {}
@@ -176,12 +177,23 @@ def owner(data) -> str:
     return data["id"]
 
 
+def minor_needed(data) -> int:
+    """The Backend API minor version a backend must be built against to be handed ``data``: a
+    1.3 layer type, or a 1.3 descriptor member away from its default."""
+    from loader.layers import prepare
+    return prepare(data["layer"], [tuple(s) for s in data["inputs"]], data.get("descriptor")).minor
+
+
 def _family_case(family):
     def run(subject):
         import loader
         backend = subject.backend()
-        failures, owners, ran = [], [], 0
+        minor = backend.version.minor
+        failures, owners, ran, too_new = [], [], 0, 0
         for data in specs(family):
+            if minor_needed(data) > minor:  # never offered: the runtime would refuse it anyway
+                too_new += 1
+                continue
             inputs = inputs_for(data, subject.seed)
             if not backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
                 continue
@@ -198,6 +210,9 @@ def _family_case(family):
                 failures.append(str(failure))
                 owners.append(owner(data) if isinstance(failure, LayerMismatch) else None)
         if not ran:
+            if too_new == len(specs(family)):
+                raise NotSupported(f"the backend is built against Backend API {backend.version}, "
+                                   f"and the {too_new} generated {family} cases need 1.3")
             raise NotSupported(f"the backend supports none of the {len(specs(family))} generated "
                                f"{family} cases")
         if failures:
@@ -210,8 +225,16 @@ def _family_case(family):
     return run
 
 
-for _family in FAMILIES:
-    case(f"layers.generated-{_family}", "LAYER-1", tier="full")(_family_case(_family))
+def register_families(families: Dict[str, Callable[[], List[dict]]], requirement: str):
+    """Each family as one case, ``layers.generated-<name>``, of ``requirement``."""
+    for name, builder in families.items():
+        FAMILIES[name] = builder
+        case(f"layers.generated-{name}", requirement, tier="full")(_family_case(name))
+
+
+_FIRST_FAMILIES = dict(FAMILIES)
+FAMILIES.clear()
+register_families(_FIRST_FAMILIES, "LAYER-1")
 
 
 # -- repeated execution of one workload --------------------------------------------------------

@@ -41,6 +41,7 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
     Requirement("MSG-1", "messages stay inside the caller's buffer, NUL-terminated, whatever its size"),
     Requirement("EXEC-1", "execute refuses buffers that are missing, too small or malformed"),
     Requirement("LAYER-1", "every layer it claims matches the NumPy reference within tolerance", optional=True),
+    Requirement("LAYER-3", "every layer and member of Backend API 1.3 it claims matches the reference over the generated sweeps", optional=True),
     Requirement("LAYER-2", "one workload executed again gives the results of its new inputs and weights", optional=True),
     Requirement("MEM-1", "execute touches no memory outside its buffers and never writes an input"),
     Requirement("CONC-1", "instances and workloads work from several threads at once"),
