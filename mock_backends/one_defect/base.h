@@ -20,6 +20,7 @@
  *   OD_OWN_ACQUIRE, OD_OWN_RELEASE           the memory manager's acquire() and release()
  *   OD_OWN_USE_CUSTOM_ALLOCATOR od_use_custom_allocator()
  *   OD_OWN_FREE                 od_free(): returns memory od_alloc() gave
+ *   OD_OWN_READ_DESCRIPTOR      od_read_descriptor(): a descriptor read as far as struct_size
  *   OD_OWN_ACTIVATION, OD_OWN_BINARY, OD_OWN_FULLY_CONNECTED, OD_OWN_CONVOLUTION,
  *   OD_OWN_DEPTHWISE, OD_OWN_POOLING, OD_OWN_SOFTMAX, OD_OWN_RESHAPE      the kernels of 1.1
  *   OD_OWN_ACTIVATION13 (elu .. mish), OD_OWN_BINARY13 (Subtraction .. Power), OD_OWN_UNARY,
@@ -34,6 +35,8 @@
  *   OD_INSTANCE_ID              what an instance's get_id() returns (OD_BACKEND_ID)
  *   OD_LAYER_TYPE_KNOWN(t)      whether layer type t exists
  *   OD_RANK_KNOWN(r)            whether a tensor of a 1.3 layer type may have rank r (1 to 6)
+ *   OD_ROUND(v)                 ElementwiseUnary's round (half to even)
+ *   OD_REDUCE_KEEPS_DIMS(d)     whether a Reduce descriptor keeps the reduced axes (keep_dims)
  *   OD_DATA_TYPE_KNOWN(t)       whether data type t is one the backend runs
  *   OD_WORKLOAD_STRUCT_SIZE     the struct_size a workload declares
  *   OD_AFTER_EXECUTE(w)         runs after a successful execute (nothing)
@@ -98,6 +101,12 @@
 #define OD_AFTER_CREATE_CONTEXT(c) ((void)(c))
 #endif
 
+#ifndef OD_ROUND
+#define OD_ROUND(v) od_round_half_even(v)
+#endif
+#ifndef OD_REDUCE_KEEPS_DIMS
+#define OD_REDUCE_KEEPS_DIMS(d) ((d)->keep_dims)
+#endif
 #ifndef OD_RANK_KNOWN
 #define OD_RANK_KNOWN(r) ((r) >= 1 && (r) <= BACKEND_MAX_LAYER_RANK)
 #endif

@@ -120,7 +120,7 @@ static BackendStatus od_check_layer(const BackendLayerDescription *layer, char *
                 return OD_INVALID("tensor %u has more than 2^40 elements", i);
         }
     }
-    if (layer->layer_type >= BACKEND_LAYER_SUBTRACTION)
+    if (layer->layer_type >= BACKEND_LAYER_SUBTRACTION && layer->layer_type < BACKEND_LAYER_TYPE_COUNT_1_3)
         return od_check_layer13(layer, message, message_size);
     x = &layer->inputs[0];
     switch (layer->layer_type) {
@@ -229,7 +229,7 @@ static BackendStatus od_check_layer(const BackendLayerDescription *layer, char *
                               x->num_dimensions);
         break;
     }
-    default: /* Reshape */
+    default: /* Reshape (and any type OD_LAYER_TYPE_KNOWN lets through) */
         if (od_count(x) != od_count(&layer->outputs[0]))
             return OD_INVALID("Reshape must keep the element count");
         return layer->num_inputs == 1 ? BACKEND_STATUS_OK : OD_INVALID("Reshape takes one input");

@@ -222,7 +222,7 @@ static BackendStatus od_check_layer13(const BackendLayerDescription *layer, char
             return OD_INVALID("Reduce: the axis mask 0x%x is empty or names an axis past the rank %u", d->axes, rank);
         for (uint32_t k = 0; k < rank; k++) {
             int reduced = (d->axes >> k) & 1u;
-            if (d->keep_dims)
+            if (OD_REDUCE_KEEPS_DIMS(d))
                 dims[kept++] = reduced ? 1 : x->dimensions[k];
             else if (!reduced)
                 dims[kept++] = x->dimensions[k];
@@ -264,12 +264,10 @@ static BackendStatus od_check_layer13(const BackendLayerDescription *layer, char
             return OD_INVALID("MatMul takes two inputs");
         OD_TRY(od_mat_mul_shape(x, &layer->inputs[1], dims, &rank, message, message_size));
         return od_expect_output(layer, dims, rank, message, message_size);
-    case BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D:
+    default: /* BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D */
         if (!od_descriptor_reaches(descriptor, BACKEND_TRANSPOSE_CONVOLUTION2D_DESCRIPTOR_SIZE_1_3))
             return OD_INVALID("TransposeConvolution2d needs its descriptor");
         return od_check_transpose_convolution(layer, descriptor, message, message_size);
-    default:
-        return OD_UNSUPPORTED("unknown layer type %u", layer->layer_type);
     }
 }
 

@@ -104,7 +104,7 @@ static void od_binary13(OdWorkload *w, const float *const *in, float *out)
 }
 #endif
 
-static float od_round_half_even(float x)
+static __attribute__((unused)) float od_round_half_even(float x)
 {
     return nearbyintf(x); /* the default rounding mode: to nearest, ties to even */
 }
@@ -125,7 +125,7 @@ static void od_unary(OdWorkload *w, const float *const *in, float *out)
         case BACKEND_UNARY_RECIPROCAL: y = 1 / x; break;
         case BACKEND_UNARY_FLOOR: y = floorf(x); break;
         case BACKEND_UNARY_CEIL: y = ceilf(x); break;
-        case BACKEND_UNARY_ROUND: y = od_round_half_even(x); break;
+        case BACKEND_UNARY_ROUND: y = OD_ROUND(x); break;
         case BACKEND_UNARY_SIN: y = sinf(x); break;
         case BACKEND_UNARY_COS: y = cosf(x); break;
         case BACKEND_UNARY_ERF: y = erff(x); break;
@@ -219,7 +219,7 @@ static void od_transpose(OdWorkload *w, const float *const *in, float *out)
 
 /* Pad's source index along one axis: -1 for the constant. `t` counts from the first element
    kept (negative pads crop first), `kept` elements are kept from `first`. */
-static int64_t od_pad_source(int64_t t, int64_t first, int64_t kept, uint32_t mode)
+static __attribute__((unused)) int64_t od_pad_source(int64_t t, int64_t first, int64_t kept, uint32_t mode)
 {
     if (t >= 0 && t < kept)
         return first + t;

@@ -118,12 +118,15 @@ static int64_t od_count(const BackendTensorInfo *t)
    when the caller's struct_size does not reach it, as for a runtime built against an older
    minor version), overwritten by as much of the caller's struct as its struct_size covers,
    never more than this backend's struct. The caller has checked struct_size's minimum. */
+static void od_read_descriptor(void *into, size_t size, const void *descriptor);
+#ifndef OD_OWN_READ_DESCRIPTOR
 static void od_read_descriptor(void *into, size_t size, const void *descriptor)
 {
     uint32_t given = *(const uint32_t *)descriptor;
     memcpy(into, descriptor, given < size ? given : size);
     *(uint32_t *)into = (uint32_t)size;
 }
+#endif
 
 #endif /* ONE_DEFECT_OBJECTS_H */
 

@@ -64,7 +64,8 @@ static void od_read_layer(OdWorkload *w, const BackendLayerDescription *layer)
     };
     const void *d = layer->descriptor;
     uint32_t rank = layer->inputs[0].num_dimensions;
-    w->kernel = KERNELS[layer->layer_type];
+    /* od_check_layer checked a type past the table as a Reshape */
+    w->kernel = layer->layer_type < BACKEND_LAYER_TYPE_COUNT_1_3 ? KERNELS[layer->layer_type] : od_reshape;
     switch (layer->layer_type) {
     case BACKEND_LAYER_ACTIVATION:
         od_read_descriptor(&w->activation, sizeof w->activation, d);
