@@ -59,15 +59,37 @@ def test_a_round_is_the_best_batch_with_its_cpu_share():
     assert timing.seconds == 2.0 / speed_cases.RUNS and timing.cpus == 2.0
 
 
-@pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
-                    reason="needs make and a C compiler")
-def test_a_fresh_scaffold_passes_make_check_without_a_warning(tmp_path):
-    directory = tmp_path / "acme"
+needs_make = pytest.mark.skipif(shutil.which("make") is None or shutil.which("cc") is None,
+                                reason="needs make and a C compiler")
+
+
+@pytest.fixture(scope="module")
+def scaffold(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("scaffold") / "acme"
     subprocess.run(["backend-conformance", "init", "--vendor", "Acme", "--name", "Npu",
                     str(directory)], check=True, capture_output=True)
-    check = subprocess.run(["make", "-C", str(directory), "check"], capture_output=True,
+    return directory
+
+
+@needs_make
+def test_a_fresh_scaffold_passes_make_check_without_a_warning(scaffold):
+    check = subprocess.run(["make", "-C", str(scaffold), "check"], capture_output=True,
                            text=True, timeout=300)
     assert check.returncode == 0, check.stdout + check.stderr
     assert "CONFORMANT" in check.stdout
     [total] = [line.split() for line in check.stdout.splitlines() if line.startswith("total")]
     assert total[2] == "0" and "Warnings:" not in check.stdout, check.stdout  # PASS WARNING ...
+
+
+@needs_make
+def test_the_scaffold_refuses_the_activation_functions_it_does_not_implement(scaffold):
+    import loader
+    subprocess.run(["make", "-C", str(scaffold)], check=True, capture_output=True)
+    with loader.Runtime(dynamic_backends_path=str(scaffold)) as runtime:
+        backend = runtime.create_backend("AcmeNpu")
+    assert backend.version == loader.BACKEND_API_VERSION  # it claims 1.3 ...
+    assert backend.is_layer_supported("Activation", [(4,)], {"function": "leaky_relu"})
+    for function in ("elu", "gelu", "mish", "clip"):  # ... and refuses what 1.3 added
+        answer = backend.is_layer_supported("Activation", [(4,)], {"function": function})
+        assert not answer and "not implemented" in answer.reason
+    assert not backend.is_layer_supported("Subtraction", [(4,), (4,)])
