@@ -1,5 +1,6 @@
 """Layer cases (LAYER-1, and LAYER-3 for what Backend API 1.3 added): one per entry of
 layer_cases.yaml, run step by step and compared with the float64 reference."""
+from conformance.families import minor_needed
 from conformance.layer_runs import compare, execute, layer_cases, layer_inputs
 from conformance.registry import Failed, NotSupported, register_layer_case
 
@@ -22,11 +23,6 @@ def _run_layer(data):
             raise Failed(f"{data['id']}: {error}")
         compare(data, inputs, out)
     return run
-
-
-def minor_needed(data) -> int:
-    from loader.layers import prepare
-    return prepare(data["layer"], [tuple(s) for s in data["inputs"]], data.get("descriptor")).minor
 
 
 for _data in layer_cases():

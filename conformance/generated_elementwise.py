@@ -2,10 +2,10 @@
 over every pair of ranks 1 to 6 (broadcasting both ways; Addition and Multiplication too), each
 ElementwiseUnary function on values from its domain and at its edges (ties for round half to
 even, signed zeros for reciprocal and log), the activation functions 1.3 added (large values
-where a naive form overflows), and Prelu with its slope broadcast. See conformance/generated.py
+where a naive form overflows), and Prelu with its slope broadcast. See conformance/families.py
 for how a family runs and reports.
 """
-from conformance.generated import register_families
+from conformance.families import register_families
 from conformance.layer_runs import spec
 from conformance.sweeps import RANKS, broadcast_pair, fixed_rng, shape
 

@@ -4,7 +4,7 @@ both ways over single, several, negative and all axes, BatchNormalization, Layer
 from several axes (with scale and bias broadcast to the normalized axes), and MatMul with 1-D
 operands, broadcast batches and reduction lengths around SIMD boundaries.
 """
-from conformance.generated import register_families
+from conformance.families import register_families
 from conformance.layer_runs import spec
 from conformance.sweeps import RANKS, fixed_rng, shape
 

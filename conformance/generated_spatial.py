@@ -9,7 +9,7 @@ import math
 
 import numpy as np
 
-from conformance.generated import register_families
+from conformance.families import register_families
 from conformance.layer_runs import spec
 from conformance.sweeps import fixed_rng
 

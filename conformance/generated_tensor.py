@@ -4,7 +4,7 @@ clamped from far outside, steps larger than the axis), Transpose (every rank, th
 reversal, identity and random permutations) and Pad (constant with a value, reflect, edge;
 negative pads that crop). Their outputs must equal the reference exactly.
 """
-from conformance.generated import register_families
+from conformance.families import register_families
 from conformance.layer_runs import spec
 from conformance.sweeps import RANKS, fixed_rng, permutation, shape
 

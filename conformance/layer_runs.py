@@ -10,7 +10,6 @@ same infinity where the reference is infinite.
 """
 import contextlib
 import hashlib
-import math
 import os
 from typing import List
 

@@ -15,6 +15,7 @@ from typing import List
 
 import numpy as np
 
+from conformance.families import minor_needed
 from conformance.layer_runs import compare, layer_cases, layer_inputs
 from conformance.raw import (Layer, Raw, buffers, full_message, prepare, refuse_everywhere)
 from conformance.raw_misuse13 import MISUSES
@@ -72,9 +73,9 @@ case("raw.output-follows-descriptor", "SUP-4", tier="full")(_group_case("outputs
 
 
 def _first_per_layer_with_descriptor() -> List[dict]:
+    from loader.layers import LAYERS
     chosen, seen = [], set()
     for data in layer_cases():
-        from loader.layers import LAYERS
         if data["layer"] not in seen and LAYERS[data["layer"]].code in DESCRIPTORS:
             seen.add(data["layer"])
             chosen.append(data)
@@ -147,7 +148,6 @@ def _execute(raw, instance, layer, inputs, output_shape):
 @case("raw.older-descriptor-sizes", "ABI-6", tier="full")
 def _older_descriptor_sizes(subject):
     from loader.layers import LAYERS
-    from conformance.generated import minor_needed
     with Raw(subject.path, subject.record) as raw:
         instance = _instance_13(raw)
         problems, ran = [], 0

@@ -6,12 +6,12 @@ import numpy as np
 import pytest
 
 import mock_backends
-from conformance import cases, generated, runner
+from conformance import cases, families, runner
 from conformance.layer_runs import compare, inputs_for, spec
 from conformance.registry import LayerMismatch
 from conformance.tolerances import tolerance
 
-FAMILIES_13 = [name for name in generated.FAMILIES
+FAMILIES_13 = [name for name in families.FAMILIES
                if cases.CASES[f"layers.generated-{name}"].requirement == "LAYER-3"]
 
 
@@ -19,8 +19,8 @@ def test_every_generated_case_is_valid_fixed_and_named_once():
     from loader.layers import prepare
     ids = set()
     for family in FAMILIES_13:
-        built = generated.FAMILIES[family]()
-        assert built == generated.FAMILIES[family](), f"{family}: the shapes must not vary"
+        built = families.FAMILIES[family]()
+        assert built == families.FAMILIES[family](), f"{family}: the shapes must not vary"
         for data in built:
             prepare(data["layer"], [tuple(s) for s in data["inputs"]], data.get("descriptor"))
             assert data["id"] not in ids
@@ -29,7 +29,7 @@ def test_every_generated_case_is_valid_fixed_and_named_once():
 
 
 def test_the_sweeps_reach_what_1_3_added():
-    specs = [d for family in FAMILIES_13 for d in generated.specs(family)]
+    specs = [d for family in FAMILIES_13 for d in families.specs(family)]
 
     def having(layer, **wanted):
         return [d for d in specs if d["layer"] == layer and all(

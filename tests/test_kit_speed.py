@@ -1,6 +1,7 @@
 """PERF-1 holds up on a busy machine: the backend and the reference are timed in interleaved
 rounds and a layer is called slow only when it is slow in every round; a warning says how many
-CPUs each kept busy. A freshly scaffolded backend passes the whole kit without a warning."""
+CPUs each kept busy. The scaffold refuses what Backend API 1.3 added that it does not
+implement (test_conformance.py runs the kit on it: conformant, without a warning)."""
 import shutil
 import subprocess
 
@@ -69,16 +70,6 @@ def scaffold(tmp_path_factory):
     subprocess.run(["backend-conformance", "init", "--vendor", "Acme", "--name", "Npu",
                     str(directory)], check=True, capture_output=True)
     return directory
-
-
-@needs_make
-def test_a_fresh_scaffold_passes_make_check_without_a_warning(scaffold):
-    check = subprocess.run(["make", "-C", str(scaffold), "check"], capture_output=True,
-                           text=True, timeout=300)
-    assert check.returncode == 0, check.stdout + check.stderr
-    assert "CONFORMANT" in check.stdout
-    [total] = [line.split() for line in check.stdout.splitlines() if line.startswith("total")]
-    assert total[2] == "0" and "Warnings:" not in check.stdout, check.stdout  # PASS WARNING ...
 
 
 @needs_make
