@@ -80,6 +80,13 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
 int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                               const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue);
 
+/* Grouped convolution (Backend API 1.3): filt [o, kh, kw, c / groups]; output channel j reads the
+   input channels of group j / (o / groups) only; groups divides c and o. groups == 1 is
+   rk_conv2d_fused, groups == c runs the depthwise kernel. */
+int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                            const rk_conv_params *p, int64_t o, int64_t groups,
+                            const rk_epilogue *epilogue);
+
 /* Number of worker threads the heavy kernels may use (>=1). Default: number of online CPUs, capped at 8; the environment variable REFERENCE_BACKEND_THREADS (positive integer) overrides it when first read. */
 int rk_thread_count(void);
 
