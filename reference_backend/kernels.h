@@ -20,16 +20,75 @@
 extern "C" {
 #endif
 
-/* Activation functions */
-enum rk_activation { RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4 };
-/* bounded_relu: y = min(a, max(b, x)); leaky_relu: y = x > 0 ? x : a * x */
+/* Activation functions: the codes and formulas of BACKEND_ACTIVATION_* (backend_api.h). celu
+   needs a != 0. Shares large tensors with the thread pool. */
+enum rk_activation {
+    RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4, RK_ELU = 5,
+    RK_SELU = 6, RK_HARD_SIGMOID = 7, RK_HARD_SWISH = 8, RK_SWISH = 9, RK_GELU = 10,
+    RK_GELU_TANH = 11, RK_SOFTPLUS = 12, RK_SOFTSIGN = 13, RK_CLIP = 14, RK_CELU = 15,
+    RK_THRESHOLDED_RELU = 16, RK_MISH = 17, RK_ACTIVATION_COUNT = 18
+};
 int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b);
+
+/* Element-wise functions of one input: the codes and formulas of BACKEND_UNARY_* (round: half
+   to even). y may equal x. */
+enum { RK_UNARY_COUNT = 23 };
+int rk_unary(const float *x, float *y, int64_t count, int function);
 
 /* Elementwise with NumPy broadcasting. Shapes are given already right-aligned and padded to `rank`
    (1 <= rank <= 8) with leading 1s; out_shape[d] = max(a_shape[d], b_shape[d]) and each input dim is either equal to it or 1. */
-enum rk_binary { RK_ADD = 0, RK_MUL = 1 };
+enum rk_binary {
+    RK_ADD = 0, RK_MUL = 1, RK_SUB = 2, RK_DIV = 3, RK_MAX = 4, RK_MIN = 5, RK_POW = 6,
+    RK_PRELU = 7                        /* a < 0 ? a * b : a */
+};
 int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
               float *out, const int64_t *out_shape, int rank);
+
+/* Geometry a layer's workload computes once (layers_*.c) and its kernels walk. */
+
+/* Two operands broadcast to the output, each shape right-aligned and padded with leading 1s to
+   `rank` (1..8); out[d] = max(a[d], b[d]) and each input dim is either equal to it or 1. */
+typedef struct rk_broadcast {
+    int rank;
+    int64_t a[8], b[8], out[8];
+} rk_broadcast;
+
+/* A tensor seen as [outer, extent, inner] around one axis (or a run of axes). */
+typedef struct rk_axis_split {
+    int64_t outer, extent, inner;
+} rk_axis_split;
+
+/* A copy that reads input element offset + sum_d i[d] * stride[d] for output index i (extents
+   outermost first; strides may be negative or 0). Pad adds a border: output index i along d
+   reads input index i[d] - pad_begin[d], mapped into [0, in_extent[d]) by `mode` (0 constant
+   `value`, 1 reflect, 2 edge). */
+typedef struct rk_strided_copy {
+    int rank;                           /* 1..8 */
+    int64_t extent[8];
+    int64_t stride[8];
+    int64_t offset;
+    int64_t in_extent[8], pad_begin[8]; /* Pad */
+    int mode;
+    float value;
+} rk_strided_copy;
+
+/* A reduction over the input [extent[0], ..., extent[rank-1]] (outermost first, adjacent axes
+   of the same kind merged); bit d of `reduced` marks a reduced axis. */
+typedef struct rk_reduce_plan {
+    int rank;                           /* 1..6 */
+    int64_t extent[6];
+    uint32_t reduced;
+    int function;                       /* BACKEND_REDUCE_* */
+    int64_t count;                      /* elements reduced into each output */
+} rk_reduce_plan;
+
+/* Batched matrix products [m, k] @ [k, n]; batch index i over batch[] (outermost first) reads
+   matrix sum_d i[d] * a_stride[d] of a and likewise of b (0 where that operand broadcasts). */
+typedef struct rk_matmul_plan {
+    int batch_rank;                     /* 0..6 */
+    int64_t batch[6], a_stride[6], b_stride[6];
+    int64_t m, k, n;
+} rk_matmul_plan;
 
 /* FullyConnected: x [n, k]; if transpose_weights: w is [m, k] (y = x @ w.T), else w is [k, m] (y = x @ w); bias [m] or NULL; y [n, m]. */
 int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,

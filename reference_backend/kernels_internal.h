@@ -226,6 +226,115 @@ static inline void transpose16x16(__m512 r[16])
 }
 #endif
 
+static inline vf4 vf4_abs(vf4 x)
+{
+    return (vf4)((vi4)x & (vi4){ INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX });
+}
+
+/* The sign bit of x on y. */
+static inline vf4 vf4_or_sign(vf4 y, vf4 x)
+{
+    return (vf4)((vi4)y | ((vi4)x & (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN }));
+}
+
+#if defined(__SSE__) && !defined(RK_NO_X86_SIMD)
+static inline vf4 vf4_sqrt(vf4 x) { return (vf4)_mm_sqrt_ps((__m128)x); }
+#else
+static inline vf4 vf4_sqrt(vf4 x)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = __builtin_sqrtf(x[l]);
+    return r;
+}
+#endif
+
+/*
+ * Round to nearest, ties to even (the default rounding mode does it: adding 1.5 * 2^23 leaves no
+ * fraction bits). |x| >= 2^23, infinities and NaN are already integral and pass through; the
+ * sign of x is kept on a zero result (round(-0.3) = -0).
+ */
+static inline vf4 round_even_v4(vf4 x)
+{
+    const vf4 magic = vf4_splat(12582912.0f);
+    vf4 ax = vf4_abs(x);
+    vf4 r = vf4_or_sign((ax + magic) - magic, x);
+    return vf4_select(ax < vf4_splat(8388608.0f), r, x);
+}
+
+/*
+ * log(x) = e * ln2 + log(m), m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s) with s = (m-1)/(m+1),
+ * |s| <= 0.1716, by its odd series through s^13 (next term < 1e-11 relative). Subnormal inputs
+ * are scaled by 2^24 first. log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+ */
+static inline vf4 log_v4(vf4 x)
+{
+    const vi4 tiny = (vi4)(x < vf4_splat(1.17549435e-38f));
+    vf4 xs = vf4_select(tiny, x * vf4_splat(16777216.0f), x);
+    vi4 bits = (vi4)xs;
+    /* exponent relative to m in [sqrt(1/2), sqrt(2)): subtract the bits of sqrt(1/2) */
+    vi4 e = ((bits - (vi4){ 0x3f3504f3, 0x3f3504f3, 0x3f3504f3, 0x3f3504f3 }) >> 23);
+    vf4 m = (vf4)(bits - (e << 23));
+    vf4 ef = __builtin_convertvector(e, vf4) - vf4_select(tiny, vf4_splat(24.0f), vf4_splat(0.0f));
+    vf4 s = (m - vf4_splat(1.0f)) / (m + vf4_splat(1.0f));
+    vf4 s2 = s * s;
+    vf4 p = vf4_splat(2.0f / 13.0f);
+    p = p * s2 + vf4_splat(2.0f / 11.0f);
+    p = p * s2 + vf4_splat(2.0f / 9.0f);
+    p = p * s2 + vf4_splat(2.0f / 7.0f);
+    p = p * s2 + vf4_splat(2.0f / 5.0f);
+    p = p * s2 + vf4_splat(2.0f / 3.0f);
+    vf4 logm = s * vf4_splat(2.0f) + s * s2 * p;
+    vf4 r = ef * vf4_splat(0.693145751953125f) + (logm + ef * vf4_splat(1.428606765330187e-06f));
+    r = vf4_select(x == vf4_splat(0.0f), vf4_splat(-__builtin_inff()), r);
+    r = vf4_select(x < vf4_splat(0.0f), vf4_splat(__builtin_nanf("")), r);
+    r = vf4_select(x == vf4_splat(__builtin_inff()), x, r);
+    return vf4_select(x != x, x, r);
+}
+
+/* log(1 + u) for u >= 0 without losing u when it is tiny next to 1 (Kahan: log(w) * u / (w - 1)
+   with w = 1 + u rounded). */
+static inline vf4 log1p_v4(vf4 u)
+{
+    vf4 w = vf4_splat(1.0f) + u;
+    vf4 d = w - vf4_splat(1.0f);
+    vf4 r = log_v4(w) * (u / vf4_select(d == vf4_splat(0.0f), vf4_splat(1.0f), d));
+    return vf4_select(d == vf4_splat(0.0f), u, vf4_select(w == vf4_splat(__builtin_inff()), w, r));
+}
+
+/* erfc(z) for z >= 0 with relative error below 1.2e-7 everywhere (the Chebyshev fit of
+   Numerical Recipes' erfcc), so that 1 - erf and the tails of gelu keep their precision. */
+static inline vf4 erfc_nonneg_v4(vf4 z)
+{
+    vf4 t = vf4_splat(1.0f) / (vf4_splat(1.0f) + vf4_splat(0.5f) * z);
+    vf4 p = vf4_splat(0.17087277f);
+    p = p * t + vf4_splat(-0.82215223f);
+    p = p * t + vf4_splat(1.48851587f);
+    p = p * t + vf4_splat(-1.13520398f);
+    p = p * t + vf4_splat(0.27886807f);
+    p = p * t + vf4_splat(-0.18628806f);
+    p = p * t + vf4_splat(0.09678418f);
+    p = p * t + vf4_splat(0.37409196f);
+    p = p * t + vf4_splat(1.00002368f);
+    p = p * t + vf4_splat(-1.26551223f);
+    return t * exp_v4(p - z * z);
+}
+
+/* erf(x): odd series for |x| < 0.5 (relative error < 1e-8 there), 1 - erfc beyond. */
+static inline vf4 erf_v4(vf4 x)
+{
+    vf4 ax = vf4_abs(x);
+    vf4 x2 = x * x;
+    vf4 p = vf4_splat(-1.0f / 1320.0f);
+    p = p * x2 + vf4_splat(1.0f / 216.0f);
+    p = p * x2 + vf4_splat(-1.0f / 42.0f);
+    p = p * x2 + vf4_splat(1.0f / 10.0f);
+    p = p * x2 + vf4_splat(-1.0f / 3.0f);
+    vf4 small = (x + x * x2 * p) * vf4_splat(1.12837916709551257f);
+    vf4 big = vf4_or_sign(vf4_splat(1.0f) - erfc_nonneg_v4(ax), x);
+    return vf4_select(ax < vf4_splat(0.5f), small, big);
+}
+
 /* Applies a vf4 function to count floats, the tail through a padded buffer. */
 #define RK_MAP_V4(fn, x, y, count)                                          \
     do {                                                                    \
@@ -275,6 +384,22 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
 /* Threads worth using for `work` units when each thread should get at least
    `min_per_thread` units. */
 int rk_threads_for(double work, double min_per_thread);
+
+/* fn(ctx, begin, end) over [0, n) split among the threads worth using for n * work_per_item
+   units of work, each part a multiple of `grain` items (but the last); on the caller alone when
+   one thread is worth it. */
+void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
+                     void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
+
+/* Elements (or bytes / 4 copied) per thread before another is worth starting: memory-bound
+   work (copies, cheap element-wise functions), and work of a few nanoseconds an element
+   (exp, log, erf). */
+#ifndef RK_COPY_MIN_PER_THREAD
+#define RK_COPY_MIN_PER_THREAD 1048576.0
+#endif
+#ifndef RK_MATH_MIN_PER_THREAD
+#define RK_MATH_MIN_PER_THREAD 65536.0
+#endif
 
 /* ---- gemm.c (driver) and gemm_kernels.c (micro-kernels) --------------------------------- */
 
