@@ -11,7 +11,7 @@ static inline vf4 one(void) { return vf4_splat(1.0f); }
 static inline vf4 elu_v4(vf4 x, vf4 a, vf4 b)
 {
     (void)b;
-    return vf4_select(x > zero(), x, a * (exp_v4(vf4_min(x, zero())) - one()));
+    return vf4_select(x > zero(), x, a * expm1_v4(vf4_min(x, zero())));
 }
 
 static inline vf4 selu_v4(vf4 x, vf4 a, vf4 b) { return b * elu_v4(x, a, b); }
@@ -24,7 +24,9 @@ static inline vf4 hard_sigmoid_v4(vf4 x, vf4 a, vf4 b)
 static inline vf4 hard_swish_v4(vf4 x, vf4 a, vf4 b)
 {
     (void)a, (void)b;
-    return x * vf4_max(zero(), vf4_min(one(), x / vf4_splat(6.0f) + vf4_splat(0.5f)));
+    /* x (x + 3) / 6 rather than x (x / 6 + 1/2): x + 3 is exact near -3, where the result
+       vanishes */
+    return x * vf4_max(zero(), vf4_min(vf4_splat(6.0f), x + vf4_splat(3.0f))) / vf4_splat(6.0f);
 }
 
 static inline vf4 swish_v4(vf4 x, vf4 a, vf4 b)
@@ -53,7 +55,7 @@ static inline vf4 gelu_tanh_v4(vf4 x, vf4 a, vf4 b)
 static inline vf4 softplus_v4(vf4 x, vf4 a, vf4 b)
 {
     (void)a, (void)b;
-    vf4 r = vf4_max(x, zero()) + log1p_v4(exp_v4(-vf4_abs(x)));
+    vf4 r = vf4_max(x, zero()) + log1p_unit_v4(exp_v4(-vf4_abs(x)));
     return vf4_select(x != x, x, r);
 }
 
@@ -69,7 +71,7 @@ static inline vf4 clip_v4(vf4 x, vf4 a, vf4 b) { return vf4_min(b, vf4_max(a, x)
 static inline vf4 celu_v4(vf4 x, vf4 a, vf4 b)
 {
     (void)b;
-    vf4 t = a * (exp_v4(vf4_min(x, zero()) / a) - one());
+    vf4 t = a * expm1_v4(vf4_min(x, zero()) / a);
     return vf4_max(zero(), x) + vf4_min(zero(), t);
 }
 
@@ -79,7 +81,15 @@ static inline vf4 thresholded_relu_v4(vf4 x, vf4 a, vf4 b)
     return vf4_select(x > a, x, zero());
 }
 
-static inline vf4 mish_v4(vf4 x, vf4 a, vf4 b) { return x * tanh_v4(softplus_v4(x, a, b)); }
+/* tanh(log(1 + n)) = n (n + 2) / (n (n + 2) + 2) with n = e^x: one exp and one division, and
+   relative precision for x << 0; beyond x = 20 the factor is 1 in float. */
+static inline vf4 mish_v4(vf4 x, vf4 a, vf4 b)
+{
+    (void)a, (void)b;
+    vf4 n = exp_v4(vf4_min(x, vf4_splat(20.0f)));
+    vf4 q = n * (n + vf4_splat(2.0f));
+    return x * vf4_select(x > vf4_splat(20.0f), one(), q / (q + vf4_splat(2.0f)));
+}
 
 #define MAP_AB(fn)                                                              \
     do {                                                                        \

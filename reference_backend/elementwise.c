@@ -5,18 +5,24 @@
 
 #include "kernels_internal.h"
 
-/* NumPy's maximum and minimum: NaN in either operand gives NaN (a + b is then NaN). */
+/* NumPy's maximum and minimum: NaN in either operand gives NaN (a + b is then NaN). Every
+   operand is computed unconditionally and then selected, so that the loops vectorize (a
+   floating-point operation under a condition is a branch: the compiler may not speculate it). */
 static inline float max_nan(float a, float b)
 {
-    float m = a > b ? a : b;
-    return a != a || b != b ? a + b : m;
+    float m = a > b ? a : b, s = a + b;
+    return (a != a) | (b != b) ? s : m;
 }
 static inline float min_nan(float a, float b)
 {
-    float m = a < b ? a : b;
-    return a != a || b != b ? a + b : m;
+    float m = a < b ? a : b, s = a + b;
+    return (a != a) | (b != b) ? s : m;
 }
-static inline float prelu(float x, float slope) { return x < 0.0f ? x * slope : x; }
+static inline float prelu(float x, float slope)
+{
+    float p = x * slope;
+    return x < 0.0f ? p : x;
+}
 
 /* The three innermost loops of one operation: both contiguous, a a broadcast scalar, b one; and
    any strides (a dimension whose pattern merged with no other). */
@@ -46,9 +52,42 @@ static inline float prelu(float x, float slope) { return x < 0.0f ? x * slope : 
             }                                                                               \
     } while (0)
 
+/* Maximum, minimum and Prelu 4 lanes at a time (as selects, which the compiler will not make of
+   them itself) where both operands are contiguous or broadcast scalars; the rest by INNER. */
+static inline vf4 select_v4(int op, vf4 x, vf4 z)
+{
+    vi4 unordered = (vi4)(x != x) | (vi4)(z != z);
+    switch (op) {
+    case RK_MAX: return vf4_select(unordered, x + z, vf4_select(x > z, x, z));
+    case RK_MIN: return vf4_select(unordered, x + z, vf4_select(x < z, x, z));
+    default: return vf4_select(x < vf4_splat(0.0f), x * z, x);       /* Prelu */
+    }
+}
+
+static int64_t select_inner_v4(int op, const float *pa, int64_t ia, const float *pb, int64_t ib,
+                               float *o, int64_t inner)
+{
+    int64_t i = 0;
+    if ((ia != 0 && ia != 1) || (ib != 0 && ib != 1))
+        return 0;
+    for (; i + 4 <= inner; i += 4) {
+        vf4 x = ia ? vf4_load(pa + i) : vf4_splat(pa[0]);
+        vf4 z = ib ? vf4_load(pb + i) : vf4_splat(pb[0]);
+        vf4_store(o + i, select_v4(op, x, z));
+    }
+    return i;
+}
+
 static void binary_inner(int op, const float *pa, int64_t ia, const float *pb, int64_t ib, float *o,
                          int64_t inner)
 {
+    if (op == RK_MAX || op == RK_MIN || op == RK_PRELU) {
+        int64_t done = select_inner_v4(op, pa, ia, pb, ib, o, inner);
+        pa += done * ia;
+        pb += done * ib;
+        o += done;
+        inner -= done;
+    }
     switch (op) {
     case RK_MUL: INNER(x * z); break;
     case RK_SUB: INNER(x - z); break;

@@ -58,19 +58,35 @@ typedef struct rk_axis_split {
     int64_t outer, extent, inner;
 } rk_axis_split;
 
-/* A copy that reads input element offset + sum_d i[d] * stride[d] for output index i (extents
-   outermost first; strides may be negative or 0). Pad adds a border: output index i along d
-   reads input index i[d] - pad_begin[d], mapped into [0, in_extent[d]) by `mode` (0 constant
-   `value`, 1 reflect, 2 edge). */
+/* A copy (Slice, Transpose) that reads input element offset + sum_d i[d] * stride[d] for output
+   index i (extents outermost first; strides may be negative). */
 typedef struct rk_strided_copy {
-    int rank;                           /* 1..8 */
+    int rank;                           /* 0..8 (0: one element) */
     int64_t extent[8];
     int64_t stride[8];
     int64_t offset;
-    int64_t in_extent[8], pad_begin[8]; /* Pad */
+} rk_strided_copy;
+void rk_strided_copy_plan(rk_strided_copy *p);   /* drops extents of 1, merges what continues */
+int rk_copy_strided(const float *x, float *y, const rk_strided_copy *p);
+
+/* Pad: output index o along d reads input index o - begin[d], which a border (outside [lo[d],
+   hi[d]), the input's part the negative pads leave) maps by `mode`: 0 none (the element is
+   `value`), 1 reflect within [lo, hi), 2 the nearest edge. Elements are `element` floats (the
+   trailing axes without padding); extents and indices count elements. */
+typedef struct rk_pad_plan {
+    int rank;                           /* 1..8 */
+    int64_t out[8], in[8], begin[8], lo[8], hi[8];
+    int64_t element;
     int mode;
     float value;
-} rk_strided_copy;
+} rk_pad_plan;
+int rk_pad(const float *x, float *y, const rk_pad_plan *p);
+
+/* Concatenation of n inputs along an axis: the output is `outer` rows of `row` floats, each the
+   rows of the inputs in order, input i contributing chunk[i] floats (its extent along the axis
+   times what follows it). */
+int rk_concat(const float *const *x, const int64_t *chunk, uint32_t n, int64_t outer, int64_t row,
+              float *y);
 
 /* A reduction over the input [extent[0], ..., extent[rank-1]] (outermost first, adjacent axes
    of the same kind merged); bit d of `reduced` marks a reduced axis. */
@@ -119,6 +135,28 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool, int c
 
 /* Softmax over the last axis, rows x cols, numerically stable (subtract the row max), with beta: y = exp(beta*(x - max)) / sum. Works for beta < 0 too (use max of beta*x). */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta);
+
+/* Softmax (log = 0) or LogSoftmax (log != 0) of exp(beta * x) over the middle axis of
+   [outer, extent, inner]; y may equal x. */
+int rk_softmax_axis(const float *x, float *y, const rk_axis_split *s, float beta, int log);
+
+/* Reduce (rk_reduce_plan): y holds one value per combination of the kept axes, in order.
+   Sums accumulate in double. Scratch: one double per output (not for max and min). */
+int rk_reduce(const float *x, float *y, const rk_reduce_plan *p);
+
+/* Inference BatchNormalization over the last axis of [rows, channels]: (x - mean) /
+   sqrt(variance + epsilon) * scale + bias, the four of [channels]. Scratch: 2 floats a channel. */
+int rk_batch_normalization(const float *x, const float *mean, const float *variance,
+                           const float *scale, const float *bias, float *y, int64_t rows,
+                           int64_t channels, float epsilon);
+
+/* LayerNormalization of each row of [rows, cols]: mean and biased variance (in double), then
+   * scale (+ bias), both of [cols] (bias may be NULL). No scratch. */
+int rk_layer_normalization(const float *x, const float *scale, const float *bias, float *y,
+                           int64_t rows, int64_t cols, float epsilon);
+
+/* Batched matrix products (rk_matmul_plan) through the packed SGEMM; y [batch..., m, n]. */
+int rk_matmul(const float *a, const float *b, float *y, const rk_matmul_plan *p);
 
 /* A fused epilogue, applied to each part of the output as soon as it is final (while it is
    still in cache): y = act(y + residual). residual has the output's shape and layout (row

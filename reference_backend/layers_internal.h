@@ -51,7 +51,8 @@ typedef union RefGeometry {
     rk_conv_params window;              /* convolutions and pooling */
     rk_broadcast binary;                /* the two-input element-wise layers, Prelu */
     rk_axis_split axis;                 /* Softmax, Concatenation, the normalizations */
-    rk_strided_copy copy;               /* Slice, Transpose, Pad */
+    rk_strided_copy copy;               /* Slice, Transpose */
+    rk_pad_plan pad;
     rk_reduce_plan reduce;
     rk_matmul_plan matmul;
     rk_resize_plan resize;              /* its tables in the workload's extra bytes */
