@@ -10,7 +10,7 @@ from conformance.resource_usage import leaks
 
 INSTANCE_CYCLES = 1500     # per run; instances are the cheapest objects and the most created
 OBJECT_CYCLES = 500        # per run, for every other object
-EXECUTES = 2000            # per run, per layer
+EXECUTES = 2000            # per run, per layer (each layer type its own case)
 CYCLE = "create/destroy cycle"
 
 
