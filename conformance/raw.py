@@ -81,10 +81,6 @@ class Layer:
         self.prepared = prepared
 
     @property
-    def inputs(self) -> List[TensorInfo]:
-        return list(self.infos)[:-1]
-
-    @property
     def output(self) -> TensorInfo:
         return self.infos[len(self.infos) - 1]
 

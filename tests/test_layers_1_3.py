@@ -11,7 +11,7 @@ import pytest
 
 import loader
 from conformance import reference
-from conformance.generated import tolerance
+from conformance.layer_runs import tolerance
 from loader.layers.elementwise import ACTIVATION_FUNCTIONS, UNARY_FUNCTIONS
 from loader.layers.normalization import REDUCE_FUNCTIONS
 from loader.layers.tensor import slice_bounds
