@@ -105,6 +105,9 @@ def run_case(subject: Subject, case) -> dict:
         message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
     subject.record.note("destroy (objects the case left to the garbage collector)")
     gc.collect()
+    # What is left lives on (imports, caches of cases): frozen, the collections the next cases
+    # make (after each, and in every leak loop) look only at what those cases made.
+    gc.freeze()
     subject.record.clear()
     return {"status": status, "message": message, "layer": layer}
 
