@@ -498,7 +498,7 @@ static int gc_direct(gc_plan *pl, const float *filt, gc_task *tasks, int nt)
     const int64_t fit = GC_CACHE_BYTES / column_bytes - (p->kw - 1) * p->dil_w - 1;
     pl->strip = min_i64(p->ow, max_i64(GC_MAX_PIXELS, fit < 0 ? 0 : fit / p->stride_w + 1));
     const double columns = (double)gc_columns(p, 0, pl->strip);
-    const double row_floats = columns * (double)(pl->spread ? cin * GC_LANES : cin);
+    const double row_floats = columns * (double)(pl->spread ? cin * GC_LANES * pl->chunk : cin);
     const double wp_floats = (double)pl->nob * (double)taps * (double)cin * GC_LANES;
     const double src_ints = pl->spread ? (double)pl->nob * (double)cin * GC_LANES : 0.0;
     const double total = (wp_floats + src_ints) * 4.0 + 128.0 +
