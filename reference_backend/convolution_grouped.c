@@ -57,10 +57,12 @@ typedef struct gc_task {
 
 /* ---- the portable direct loop -------------------------------------------------------------- */
 
+/* pl->wp holds the weights as [tap][ci][O] here: the innermost loop runs over the output
+   channels of a group, contiguous in the weights and the output, which compilers vectorize. */
 static void gc_portable_rows(const gc_plan *pl, int64_t row0, int64_t row1)
 {
     const rk_conv_params *p = pl->p;
-    const int64_t C = p->c, O = pl->o;
+    const int64_t C = p->c, O = pl->o, cin = pl->cin, cout = pl->cout;
     for (int64_t row = row0; row < row1; row++) {
         const int64_t bi = row / p->oh, oy = row - bi * p->oh;
         const int64_t iy0 = oy * p->stride_h - p->pad_top;
@@ -71,20 +73,24 @@ static void gc_portable_rows(const gc_plan *pl, int64_t row0, int64_t row1)
             const int64_t ix0 = ox * p->stride_w - p->pad_left;
             int64_t kx0, kx1;
             tap_range(ix0, p->dil_w, p->w, p->kw, &kx0, &kx1);
-            float *out = pl->y + (row * p->ow + ox) * O;
-            for (int64_t j = 0; j < O; j++) {
-                const int64_t g = j / pl->cout;
-                float acc = pl->bias ? pl->bias[j] : 0.0f;
-                for (int64_t ky = ky0; ky < ky1; ky++)
-                    for (int64_t kx = kx0; kx < kx1; kx++) {
-                        const float *in = img + ((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C +
-                                          g * pl->cin;
-                        const float *f = pl->wp + ((j * p->kh + ky) * p->kw + kx) * pl->cin;
-                        for (int64_t ci = 0; ci < pl->cin; ci++)
-                            acc += in[ci] * f[ci];
-                    }
-                out[j] = acc;
-            }
+            float *restrict out = pl->y + (row * p->ow + ox) * O;
+            if (pl->bias != NULL)
+                memcpy(out, pl->bias, (size_t)O * sizeof(float));
+            else
+                memset(out, 0, (size_t)O * sizeof(float));
+            for (int64_t ky = ky0; ky < ky1; ky++)
+                for (int64_t kx = kx0; kx < kx1; kx++) {
+                    const float *in = img + ((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C;
+                    const float *tap = pl->wp + (ky * p->kw + kx) * cin * O;
+                    for (int64_t g = 0; g < C / cin; g++)
+                        for (int64_t ci = 0; ci < cin; ci++) {
+                            const float v = in[g * cin + ci];
+                            const float *restrict f = tap + ci * O + g * cout;
+                            float *restrict o = out + g * cout;
+                            for (int64_t j = 0; j < cout; j++)
+                                o[j] += v * f[j];
+                        }
+                }
         }
         if (pl->epilogue != NULL)
             rk_apply_epilogue(pl->epilogue, pl->y + row * p->ow * O, O, row * p->ow, 0, p->ow, O);
@@ -106,6 +112,35 @@ static void *gc_portable_run(void *arg)
 static inline int64_t gc_columns(const rk_conv_params *p, int64_t sx0, int64_t sx1)
 {
     return (sx1 - sx0 - 1) * p->stride_w + (p->kw - 1) * p->dil_w + 1;
+}
+
+/* Spread rows of N input channels of a group (N a constant, so that the index vectors stay
+   in registers), columns [pc0, pc0 + ncols): one (ONE) or two loads and N permutes a column. */
+__attribute__((target("avx512f"), always_inline))
+static inline void gc_fill_columns(const float *src, int64_t C, int64_t base, int whole, __mmask16 mlo,
+                                   __mmask16 mhi, const rk_conv_params *p, int64_t pc0, int64_t ncols,
+                                   const __m512i *index, float *e, int64_t cstride, const int N,
+                                   const int ONE)
+{
+    for (int64_t c = 0; c < ncols; c++, e += GC_LANES) {
+        const int64_t ix = pc0 + c - p->pad_left;
+        if (ix < 0 || ix >= p->w) {
+            for (int k = 0; k < N; k++)
+                _mm512_storeu_ps(e + k * cstride, _mm512_setzero_ps());
+            continue;
+        }
+        const float *px = src + ix * C + base;
+        if (ONE) {
+            const __m512 a = _mm512_loadu_ps(px);
+            for (int k = 0; k < N; k++)
+                _mm512_storeu_ps(e + k * cstride, _mm512_permutexvar_ps(index[k], a));
+            continue;
+        }
+        const __m512 a = whole ? _mm512_loadu_ps(px) : _mm512_maskz_loadu_ps(mlo, px);
+        const __m512 b = whole ? _mm512_loadu_ps(px + 16) : _mm512_maskz_loadu_ps(mhi, px + 16);
+        for (int k = 0; k < N; k++)
+            _mm512_storeu_ps(e + k * cstride, _mm512_permutex2var_ps(a, index[k], b));
+    }
 }
 
 /* Writes input row iy of image bi, padded columns [pc0, pc0 + ncols), output vectors
@@ -146,28 +181,21 @@ static void gc_fill_row(const gc_plan *pl, int64_t bi, int64_t iy, int64_t ob0, 
         for (int64_t ci0 = 0; ci0 < cin; ci0 += 8) {
             const int64_t n = min_i64(8, cin - ci0);
             __m512i index[8];
-            for (int64_t k = 0; k < n; k++)
-                index[k] = _mm512_sub_epi32(_mm512_loadu_si512(source + (ci0 + k) * GC_LANES),
-                                            _mm512_set1_epi32((int)base));
-            for (int64_t c = 0; c < ncols; c++) {
-                const int64_t ix = pc0 + c - p->pad_left;
-                float *e = d + ci0 * cstride + c * GC_LANES;
-                if (ix < 0 || ix >= p->w) {
-                    for (int64_t k = 0; k < n; k++)
-                        _mm512_storeu_ps(e + k * cstride, _mm512_setzero_ps());
-                    continue;
-                }
-                const float *px = src + ix * C + base;
-                if (whole && span <= 16) {
-                    const __m512 a = _mm512_loadu_ps(px);
-                    for (int64_t k = 0; k < n; k++)
-                        _mm512_storeu_ps(e + k * cstride, _mm512_permutexvar_ps(index[k], a));
-                    continue;
-                }
-                const __m512 a = whole ? _mm512_loadu_ps(px) : _mm512_maskz_loadu_ps(mlo, px);
-                const __m512 b = whole ? _mm512_loadu_ps(px + 16) : _mm512_maskz_loadu_ps(mhi, px + 16);
-                for (int64_t k = 0; k < n; k++)
-                    _mm512_storeu_ps(e + k * cstride, _mm512_permutex2var_ps(a, index[k], b));
+            for (int64_t k = 0; k < 8; k++)
+                index[k] = k < n ? _mm512_sub_epi32(_mm512_loadu_si512(source + (ci0 + k) * GC_LANES),
+                                                    _mm512_set1_epi32((int)base))
+                                 : _mm512_setzero_si512();
+            float *e = d + ci0 * cstride;
+            switch (n * 2 + (whole && span <= 16)) {
+#define GC_FILL_CASE(k)                                                                       \
+            case k * 2: gc_fill_columns(src, C, base, whole, mlo, mhi, p, pc0, ncols, index, e,  \
+                                        cstride, k, 0); break;                                 \
+            case k * 2 + 1: gc_fill_columns(src, C, base, whole, mlo, mhi, p, pc0, ncols, index, \
+                                            e, cstride, k, 1); break;
+            GC_FILL_CASE(1) GC_FILL_CASE(2) GC_FILL_CASE(3) GC_FILL_CASE(4)
+            GC_FILL_CASE(5) GC_FILL_CASE(6) GC_FILL_CASE(7) GC_FILL_CASE(8)
+#undef GC_FILL_CASE
+            default: break;
             }
         }
     }
@@ -470,7 +498,7 @@ static int gc_direct(gc_plan *pl, const float *filt, gc_task *tasks, int nt)
     const int64_t fit = GC_CACHE_BYTES / column_bytes - (p->kw - 1) * p->dil_w - 1;
     pl->strip = min_i64(p->ow, max_i64(GC_MAX_PIXELS, fit < 0 ? 0 : fit / p->stride_w + 1));
     const double columns = (double)gc_columns(p, 0, pl->strip);
-    const double row_floats = columns * (double)(pl->spread ? cin * GC_LANES : cin);
+    const double row_floats = columns * (double)(pl->spread ? cin * GC_LANES * pl->chunk : cin);
     const double wp_floats = (double)pl->nob * (double)taps * (double)cin * GC_LANES;
     const double src_ints = pl->spread ? (double)pl->nob * (double)cin * GC_LANES : 0.0;
     const double total = (wp_floats + src_ints) * 4.0 + 128.0 +
@@ -536,7 +564,7 @@ static int gc_depthwise(const float *x, const float *filt, const float *bias, fl
  * rk_grouped_conv2d_fused: y[n, oh, ow, o]; filt [o, kh, kw, c / groups]; bias [o] or NULL.
  * Preconditions: as rk_conv2d_fused, groups >= 1 dividing c and o.
  * Scratch: the weights packed by 16 output channels, plus per thread kh cached rows (about
- * 24 KiB); returns 1 if that allocation fails.
+ * 24 KiB); or for the portable loop the weights by tap; returns 1 if an allocation fails.
  */
 int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                             const rk_conv_params *p, int64_t o, int64_t groups,
@@ -579,9 +607,19 @@ int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias
     if (direct >= 0)
         return direct;
 #endif
+    const int64_t taps = p->kh * p->kw;
+    float *wt = (float *)alloc_aligned((size_t)(taps * pl.cin * o) * sizeof(float));
+    if (wt == NULL)
+        return 1;
+    for (int64_t j = 0; j < o; j++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t ci = 0; ci < pl.cin; ci++)
+                wt[(t * pl.cin + ci) * o + j] = filt[(j * taps + t) * pl.cin + ci];
+    pl.wp = wt;
     if (nt == 1)
         gc_portable_run(&tasks[0]);
     else
         rk_run_tasks(gc_portable_run, tasks, sizeof(gc_task), nt);
+    free(wt);
     return 0;
 }

@@ -357,3 +357,20 @@ def test_the_backend_refuses_descriptions_the_runtime_never_sends(backend, layer
     with pytest.raises(loader.BackendStatusError) as raised:
         backend.create_workload_factory().create_workload_prepared(layer)
     assert support.reason in str(raised.value)
+
+
+@pytest.mark.parametrize("layer, inputs, descriptor", [
+    ("Convolution2d", [(1, 6, 6, 8), (4, 3, 3, 4)], {"groups": 3}),
+    ("Convolution2d", [(1, 6, 6, 8), (6, 3, 3, 2)], {"groups": 2}),
+    ("Pooling2d", [(1, 6, 6, 2)], {"pool": "max", "kernel": 2, "padding": 2}),
+    ("Pooling2d", [(1, 6, 6, 2)], {"pool": "l2", "kernel": 2, "dilation": 0}),
+    ("TransposeConvolution2d", [(1, 3, 3, 4), (4, 2, 2, 5)], {"stride": 2, "output_padding": 2}),
+    ("TransposeConvolution2d", [(1, 3, 3, 4), (4, 2, 2, 5)], {"groups": 3}),
+    ("Resize", [(1, 3, 3, 2)], {"size": [0, 4]}),
+    ("Resize", [(1, 3, 3, 2)], {"size": [6, 6], "scale": [0.0, 2.0]}),
+    ("Resize", [(1, 3, 3, 2)], {"size": [6, 6], "coordinate_transformation": "tf_crop_and_resize"}),
+])
+def test_the_runtime_refuses_the_same_misuse_first(backend, layer, inputs, descriptor):
+    """What the raw descriptions above carry never reaches the backend from the Python API."""
+    with pytest.raises(loader.InvalidLayerError):
+        backend.execute(layer, [np.zeros(s, np.float32) for s in inputs], descriptor)
