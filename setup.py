@@ -28,6 +28,7 @@ if int(Cython.__version__.split(".")[0]) != 3:
 C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden", "-D_GNU_SOURCE"]
 NATIVE = "loader/native"
 ELF_READER = "loader/native/elf"
+HOST = "loader/native/host"
 # Directories of C compiled apart with C_FLAGS and linked into the Python extension of that name.
 NATIVE_CODE = {"loader._core": [NATIVE, ELF_READER]}
 
@@ -84,17 +85,27 @@ class BuildExt(build_ext):
         super().build_extension(ext)
 
 
-class BuildProbe(BuildExt):
-    """Also builds loader/dynamic-backend-probe, the program isolated probing runs."""
+class BuildPrograms(BuildExt):
+    """Also builds the two programs the loader runs: loader/dynamic-backend-probe (isolated
+    probing) and loader/dynamic-backend-host (backends out of process), which links the ELF
+    reader the loader's pre-checks use."""
 
     def run(self):
         super().run()
-        objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
-                                        include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
         in_source = self.inplace or getattr(self, "editable_mode", False)
         target_dir = "loader" if in_source else os.path.join(self.build_lib, "loader")
+        objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
+                                        include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
         self.compiler.link_executable(objects, "dynamic-backend-probe", output_dir=target_dir,
                                       libraries=["dl"])
+        sources = sorted(glob(f"{HOST}/*.c") + glob(f"{ELF_READER}/*.c"))
+        objects = self.compiler.compile(
+            sources, output_dir=os.path.join(self.build_temp, "host"), include_dirs=["abi"],
+            extra_postargs=C_FLAGS, depends=sorted(glob(f"{HOST}/*.h") + glob(f"{ELF_READER}/*.h")
+                                                   + ["abi/backend_api.h",
+                                                      f"{NATIVE}/struct_members.h"]))
+        self.compiler.link_executable(objects, "dynamic-backend-host", output_dir=target_dir,
+                                      libraries=["dl"], extra_postargs=["-pthread"])
 
 
 class BuildPy(build_py):
@@ -166,12 +177,13 @@ def one_defect_libraries():
 core = Extension(
     "loader._core",
     ["loader/_core.pyx"],
-    include_dirs=["abi", NATIVE, ELF_READER],
+    include_dirs=["abi", NATIVE, ELF_READER, HOST],
     libraries=["dl"],
     extra_compile_args=["-D_GNU_SOURCE"],
     depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd"]
-    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob(f"{NATIVE}/*.pxd")
-             + glob(f"{ELF_READER}/*.pxd")),
+    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob("loader/host/_*.pxi")
+             + glob(f"{NATIVE}/*.pxd") + glob(f"{ELF_READER}/*.pxd") + glob(f"{HOST}/*.pxd")
+             + [f"{HOST}/protocol.h"]),
 )
 
 reference = NativeLibrary(
@@ -184,8 +196,8 @@ reference = NativeLibrary(
 
 setup(
     # Generated C goes under build/, out of the sources' way.
-    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", NATIVE, ELF_READER],
+    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", NATIVE, ELF_READER, HOST],
                           compiler_directives={"language_level": 3})
     + [reference] + mock_libraries(),
-    cmdclass={"build_ext": BuildProbe, "build_py": BuildPy},
+    cmdclass={"build_ext": BuildPrograms, "build_py": BuildPy},
 )
