@@ -13,7 +13,8 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mock_backends import library_name, one_defect_library_name  # noqa: E402  (pure Python)
+from mock_backends import (fault_library_name, library_name,  # noqa: E402  (pure Python)
+                           one_defect_library_name)
 
 try:
     import Cython
@@ -153,7 +154,19 @@ def mock_libraries():
         if stem == "missing_dependency":
             library.link_stub = "mock_backends/support/absent_dependency.c"
         libraries.append(library)
-    return libraries + one_defect_libraries()
+    return libraries + one_defect_libraries() + fault_libraries()
+
+
+def fault_libraries():
+    """mock_backends/faults/*.c -> faults/lib/ (a fault in the call a test chooses, for the
+    backend host's tests)."""
+    return [NativeLibrary(f"mock_backends/faults/lib/{fault_library_name(stem)}", [source],
+                          extra_link_args=["-pthread"],
+                          depends=["abi/backend_api.h", "mock_backends/skeleton.h",
+                                   "mock_backends/subgraph_skeleton.h",
+                                   "mock_backends/faults/fault.h"])
+            for source in sorted(glob("mock_backends/faults/*.c"))
+            for stem in [os.path.splitext(os.path.basename(source))[0]]]
 
 
 # base.h and the parts it includes: every one-defect and correct backend includes them all.

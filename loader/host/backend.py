@@ -79,6 +79,9 @@ class HostObject:
         self._generation = self._host.generation
         self._closed = False
 
+    def _closed_error(self):
+        return BackendError(f"{self._what} is closed")
+
     def _call(self, op: str, value: int = 0, payload: bytes = b"", fd: int = -1):
         """Request ``op`` of this object: (handle, value, outcome, payload)."""
         return self._host.call(self, op, self._handle, value, payload, fd)
@@ -132,9 +135,12 @@ class HostBackend(HostObject):
 
     # -- the instance's members ------------------------------------------------------------
 
+    def _closed_error(self):
+        return BackendError(f"backend {self.id!r} is closed")
+
     def _enter(self):
         if self._closed:
-            raise BackendError(f"backend {self.id!r} is closed")
+            raise self._closed_error()
 
     def _require(self, name: str):
         self._enter()

@@ -22,6 +22,7 @@ class _Run:
     """Consecutive steps on one host, bound there as one sequence."""
 
     _what = "the network's steps"
+    _closed = False
 
     def __init__(self, host, first: int, count: int):
         self.host = host

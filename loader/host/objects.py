@@ -72,7 +72,9 @@ class HostMemoryManager(HostObject):
         self.acquire()
         return self
 
-    def __exit__(self, *exc_info):
+    def __exit__(self, exc_type, *exc_info):
+        if exc_type is not None and self.lost:
+            return             # the host's crash is the error to see, not the lost manager
         self.release()
 
 

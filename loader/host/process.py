@@ -310,7 +310,7 @@ class HostProcess:
         if tail:
             message += f"\nthe host's last output:\n{tail}"
         cls = BackendTimeoutError if timed_out else BackendCrashedError
-        log.warning("%s", message.split("\n", 1)[0])
+        log.info("%s", message.split("\n", 1)[0])
         return cls(message, backend=library.backend_id, call=crash.call, signal=signal_,
                    exit_status=exit_status, output=tail)
 
@@ -348,6 +348,8 @@ class HostProcess:
             if self._channel is None:
                 self._start()
             return self._channel
+        if owner._closed:        # closed by another thread while this call waited
+            raise owner._closed_error()
         if owner._generation != self.generation or self._channel is None:
             crash = self._crashes.get(owner._generation)
             detail = (f"when its host process {crash.describe()}" if crash is not None
@@ -404,7 +406,8 @@ class HostProcess:
         ``_run`` and ``_io_segment`` spelled out."""
         with self._lock:
             channel = self._channel
-            if channel is None or owner._generation != self.generation or self._closed:
+            if channel is None or owner._generation != self.generation or self._closed \
+                    or owner._closed:
                 self._channel_for(owner)                     # raises: lost or closed
             try:
                 if self._pending:

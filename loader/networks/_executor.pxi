@@ -112,6 +112,10 @@ cdef class Executor:
             self.closed = True
             self._keep = []
 
+    def lost(self):
+        """False: steps in this process are never lost (a backend host's can be)."""
+        return False
+
     def step_times(self):
         """(start_ns, end_ns) of each step of the last timed run (CLOCK_MONOTONIC)."""
         return [(self.times[2 * i], self.times[2 * i + 1]) for i in range(self.num_steps)]

@@ -20,8 +20,10 @@ from loader.networks.network import Network
 _network_ids = itertools.count(1)
 
 
-def _never():
-    return False
+def _lost(thing) -> bool:
+    """Whether ``thing`` was made by a backend host that has ended since (loader.host objects
+    say so through their ``lost`` property; nothing else is ever lost)."""
+    return isinstance(getattr(type(thing), "lost", None), property) and thing.lost
 
 
 def _crash_details(error) -> dict:
@@ -58,7 +60,7 @@ class RuntimeNetworks:
 
     def notify(self, event: str, network_id: int) -> None:
         for backend_id, context in list(self.contexts().items()):
-            if getattr(context, "lost", False):
+            if _lost(context):
                 context = self._renew(backend_id)
                 if context is None:
                     continue
@@ -314,7 +316,7 @@ class LoadedNetwork:
             raise BackendError(f"network {self.id} was unloaded; load it again to execute")
         with self._run_lock:        # a profiling context is never switched during a run
             executor = self._executor
-            if self._lost or getattr(executor, "lost", _never)():
+            if self._lost or (executor is not None and executor.lost()):
                 self._reload()
                 executor = self._executor
             profilers = self._profilers if profile else {}
@@ -400,7 +402,7 @@ class LoadedNetwork:
         profilers, self._profilers = self._profilers, {}
         try:
             for manager in managers:
-                if manager.acquired and not getattr(manager, "lost", False):
+                if manager.acquired and not _lost(manager):
                     manager.release()
         finally:
             for thing in reversed(owned):
