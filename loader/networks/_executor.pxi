@@ -69,6 +69,9 @@ cdef class Executor:
             self.step_names.append(name)
             self._keep.append(obj)
             step = &self.steps[i]
+            if not isinstance(obj, Workload if kind == "workload" else CompiledSubgraph):
+                raise TypeError(f"{name}: a {kind} step needs a {kind} of this process, not "
+                                f"{type(obj).__name__}")
             if kind == "workload":
                 step.kind = STEP_WORKLOAD
                 step.handle = (<Workload>obj)._workload
