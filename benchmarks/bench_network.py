@@ -1,201 +1,240 @@
-"""A MobileNet-style network through the runtime against what one would use instead, and the
-runtime's own time per layer.
+"""Real models through the runtime against ONNX Runtime: time per inference, load time, peak
+memory, where the time goes, and the distance to this machine's arithmetic floor.
 
-    python benchmarks/bench_network.py [--blocks 4] [--size 112] [--channels 32] [--repeats 5]
+    python benchmarks/bench_network.py [--models mobilenet_v2,resnet18,...] [--threads 1,2]
+                                       [--rounds 15] [--models-dir DIR] [--no-memory]
                                        [--layers 30]
 
-The network (NHWC float32): input 1 x SIZE x SIZE x CHANNELS, 3x3 convolution + ReLU, then
-BLOCKS blocks of depthwise 3x3 + ReLU and pointwise 1x1 + ReLU (the second block of each pair
-strided 2), average pooling over what is left, FullyConnected to 1000 classes, Softmax. Run:
+Each model is one of torchvision's (random weights, fixed seed, eval mode), exported to ONNX
+once and kept in --models-dir (default ~/.cache/dynamic-backends/models; exporting needs torch
+and torchvision, running needs onnx and onnxruntime: pip install -e '.[zoo]'). Batch 1,
+3x224x224. For each model and each thread count T:
 
-  (a) load_network on CpuRef: the optimizer compiles the whole network into one program (one
-      call), each convolution fused with its ReLU, intermediates in one planned arena
-  (b) the same layers without fusion: every convolution's output is also a network output, so
-      nothing can fuse; still one program, each layer a step of its own
-  (c) one Workload per layer driven from a Python loop through backend.execute
-  (d) ONNX Runtime (CPU) on the same network exported as ONNX (needs the optional extra
-      ``bench``: pip install '.[bench]'; skipped with a message without it)
-  (e) NumPy (float32, im2col-free: einsum over shifted views)
+- time: ``loader.onnx.load_model`` then ``load_network`` on the reference backend
+  (REFERENCE_BACKEND_THREADS=T), and an ONNX Runtime CPU session with T intra-op threads (and,
+  at the largest T, with its default threading too; the faster one counts), in one child
+  process per model and T; rounds interleaved, median of each; the ratio is throughput, ours
+  over ONNX Runtime's (above 1: we are faster). Outputs are compared (relative to the largest
+  magnitude) so that a fast wrong answer cannot pass unnoticed.
+- load: import plus load_network, and ONNX Runtime's session creation.
+- memory: peak RSS of a fresh process that loads the model and runs it three times, less the
+  RSS it had with everything imported (one process for ours, one for ONNX Runtime's).
+- floor: the model's multiply-add FLOPs (convolutions, fully connected, MatMul) over the peak
+  that benchmarks/floors/fma_peak.c measures on T threads; ``ours/floor`` is how many times the
+  floor our time is.
+- profile: the reference backend's own events from a profiled execute, summed per kind of step
+  (a fused step counts under the layer types it covers).
 
-and print each one's time and its throughput relative to (a). Then the cost per layer: a chain
-of LAYERS cheap Activation layers on a 1x16 tensor (one program on CpuRef) against a chain of
-one, and the runtime's own time, everything outside the backend call (CLOCK_MONOTONIC spans
-the executor records).
+Then the runtime's own time per layer: a chain of LAYERS cheap layers against a chain of one,
+everything outside the backend call.
 """
 import argparse
+import json
 import os
+import resource
 import statistics
+import subprocess
 import sys
+import tempfile
+import time
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
 from _timing import interleaved, per_call  # noqa: E402
 
-import loader  # noqa: E402
-
-F = np.float32
-
-
-def mobilenet(size, channels, blocks, classes=1000, expose=False):
-    """The network, and a description of its layers for the other implementations."""
-    rng = np.random.default_rng(0)
-    net = loader.Network()
-    spec = []
-    t = net.add_input("x", (1, size, size, channels))
-
-    def constant(name, shape, scale):
-        return net.add_constant(name, (rng.standard_normal(shape) * scale).astype(F))
-
-    def conv(kind, t, w_shape, stride, pad, name):
-        w = constant(f"{name}_w", w_shape, 1.0 / np.sqrt(np.prod(w_shape[1:])))
-        b = constant(f"{name}_b", (w_shape[0] if kind == "Convolution2d" else w_shape[3],), 0.1)
-        y = net.add_layer(kind, [t, w, b], {"padding": pad, "stride": stride}, name=name)
-        if expose:
-            net.add_output(y, f"{name}_out")
-        spec.append((kind, name, stride, pad))
-        y = net.add_layer("Activation", [y], {"function": "relu"}, name=f"{name}_relu")
-        spec.append(("Relu", f"{name}_relu"))
-        return y
-
-    t = conv("Convolution2d", t, (channels, 3, 3, channels), 1, 1, "conv0")
-    c = channels
-    for k in range(blocks):
-        stride = 2 if k % 2 == 1 else 1
-        t = conv("DepthwiseConvolution2d", t, (1, 3, 3, c), stride, 1, f"dw{k}")
-        out = c * 2 if k % 2 == 1 else c
-        t = conv("Convolution2d", t, (out, 1, 1, c), 1, 0, f"pw{k}")
-        c = out
-    h = net.tensor(t.name).shape[1]
-    t = net.add_layer("Pooling2d", [t], {"pool": "average", "kernel": h, "stride": 1}, name="pool")
-    spec.append(("Pool", "pool", h))
-    t = net.add_layer("Reshape", [t], {"shape": [1, c]}, name="flatten")
-    spec.append(("Flatten", "flatten"))
-    w = constant("fc_w", (classes, c), 1.0 / np.sqrt(c))
-    b = constant("fc_b", (classes,), 0.1)
-    t = net.add_layer("FullyConnected", [t, w, b], {}, name="fc")
-    spec.append(("FC", "fc"))
-    t = net.add_layer("Softmax", [t], {"beta": 1.0}, name="softmax")
-    spec.append(("Softmax", "softmax"))
-    net.add_output(t, "y")
-    return net, spec
+MODELS = ["mobilenet_v2", "mobilenet_v3_large", "resnet18", "resnet50", "efficientnet_b0",
+          "vit_b_16"]
+SIZE = 224
 
 
-# -- (e) NumPy -----------------------------------------------------------------------------------
+# -- the models ----------------------------------------------------------------------------------
 
-def numpy_forward(net, spec):
-    consts = net.constants
-
-    def run(x):
-        y = x
-        for entry in spec:
-            kind, name = entry[0], entry[1]
-            if kind in ("Convolution2d", "DepthwiseConvolution2d"):
-                stride, pad = entry[2], entry[3]
-                w, b = consts[f"{name}_w"], consts[f"{name}_b"]
-                kh, kw = w.shape[1], w.shape[2]
-                p = np.pad(y, ((0, 0), (pad, pad), (pad, pad), (0, 0))) if pad else y
-                oh = (p.shape[1] - kh) // stride + 1
-                ow = (p.shape[2] - kw) // stride + 1
-                if kind == "Convolution2d" and kh == 1:
-                    out = p[:, ::stride, ::stride, :] @ w[:, 0, 0, :].T
-                else:
-                    out = np.zeros((1, oh, ow, w.shape[0] if kind == "Convolution2d"
-                                    else w.shape[3]), F)
-                    for i in range(kh):
-                        for j in range(kw):
-                            patch = p[:, i:i + stride * oh:stride, j:j + stride * ow:stride, :]
-                            if kind == "Convolution2d":
-                                out += patch @ w[:, i, j, :].T
-                            else:
-                                out += patch * w[0, i, j, :]
-                y = out + b
-            elif kind == "Relu":
-                np.maximum(y, 0, out=y)
-            elif kind == "Pool":
-                y = y.mean(axis=(1, 2), keepdims=True, dtype=F)
-            elif kind == "Flatten":
-                y = y.reshape(1, -1)
-            elif kind == "FC":
-                y = y @ consts["fc_w"].T + consts["fc_b"]
-            else:
-                e = np.exp(y - y.max(axis=1, keepdims=True))
-                y = e / e.sum(axis=1, keepdims=True)
-        return y
-    return run
+def model_path(directory, name):
+    return os.path.join(directory, f"{name}.onnx")
 
 
-# -- (d) ONNX Runtime ----------------------------------------------------------------------------
-
-def onnx_session(net, spec, threads):
-    """An ONNX Runtime CPU session on the network in NCHW (the layout ONNX convolutions take),
-    or (None, why) when onnx or onnxruntime is missing."""
+def ensure_model(directory, name):
+    """The model's file, exported now if it is not there yet (None and why without torch)."""
+    path = model_path(directory, name)
+    if os.path.exists(path):
+        return path, None
     try:
-        import onnx
-        import onnxruntime
-        from onnx import helper, numpy_helper, TensorProto
+        import zoo_check
+        import torch  # noqa: F401
+        import torchvision  # noqa: F401
     except ImportError as error:
-        return None, f"{error.name} is not installed (pip install '.[bench]')"
-    consts = net.constants
-    shape = net.tensor("x").shape
-    classes = consts["fc_w"].shape[0]
-    nodes, inits = [], []
-    current = "x_nchw"
-    nodes.append(helper.make_node("Transpose", ["x"], [current], perm=[0, 3, 1, 2]))
-    for entry in spec:
-        kind, name = entry[0], entry[1]
-        out = f"{name}_o"
-        if kind in ("Convolution2d", "DepthwiseConvolution2d"):
-            stride, pad = entry[2], entry[3]
-            w = consts[f"{name}_w"]
-            if kind == "Convolution2d":
-                w_oihw, group = w.transpose(0, 3, 1, 2), 1
-            else:
-                w_oihw, group = w.transpose(3, 0, 1, 2), w.shape[3]
-            inits += [numpy_helper.from_array(np.ascontiguousarray(w_oihw), f"{name}_w"),
-                      numpy_helper.from_array(consts[f"{name}_b"], f"{name}_b")]
-            nodes.append(helper.make_node("Conv", [current, f"{name}_w", f"{name}_b"], [out],
-                                          strides=[stride, stride], pads=[pad] * 4, group=group,
-                                          kernel_shape=list(w_oihw.shape[2:])))
-        elif kind == "Relu":
-            nodes.append(helper.make_node("Relu", [current], [out]))
-        elif kind == "Pool":
-            nodes.append(helper.make_node("GlobalAveragePool", [current], [out]))
-        elif kind == "Flatten":
-            nodes.append(helper.make_node("Flatten", [current], [out]))
-        elif kind == "FC":
-            inits += [numpy_helper.from_array(consts["fc_w"], "fc_w"),
-                      numpy_helper.from_array(consts["fc_b"], "fc_b")]
-            nodes.append(helper.make_node("Gemm", [current, "fc_w", "fc_b"], [out], transB=1))
-        else:
-            nodes.append(helper.make_node("Softmax", [current], [out], axis=1))
-        current = out
-    graph = helper.make_graph(
-        nodes, "mobilenet", [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info(current, TensorProto.FLOAT, [1, classes])], inits)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
-    model.ir_version = 8
-    onnx.checker.check_model(model)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    session = onnxruntime.InferenceSession(model.SerializeToString(), options,
-                                           providers=["CPUExecutionProvider"])
-    return (lambda x: session.run(None, {"x": x})[0]), f"onnxruntime {onnxruntime.__version__}"
+        return None, f"{path} is missing and exporting it needs torch and torchvision ({error})"
+    exporter = "dynamo" if name in zoo_check.TRANSFORMERS else "torchscript"
+    data = zoo_check.export(zoo_check.build(name), name, exporter, SIZE)
+    os.makedirs(directory, exist_ok=True)
+    with tempfile.NamedTemporaryFile(dir=directory, delete=False) as f:
+        f.write(data)
+    os.replace(f.name, path)
+    return path, None
+
+
+def network_flops(net):
+    """2 x the multiply-adds of the convolutions, fully connected layers and MatMuls."""
+    total = 0
+    for layer in net.layers:
+        out = net.tensor(layer.name).shape
+        if layer.type in ("Convolution2d", "TransposeConvolution2d"):
+            w = net.tensor(layer.inputs[1]).shape       # [O, kh, kw, I / groups]
+            if layer.type == "Convolution2d":
+                total += 2 * int(np.prod(out)) * int(np.prod(w[1:]))
+            else:                                       # every input pixel meets the kernel
+                x = net.tensor(layer.inputs[0]).shape
+                total += 2 * int(np.prod(x)) * int(np.prod(w[:3]))
+        elif layer.type == "DepthwiseConvolution2d":
+            w = net.tensor(layer.inputs[1]).shape       # [1, kh, kw, C * multiplier]
+            total += 2 * int(np.prod(out)) * w[1] * w[2]
+        elif layer.type in ("FullyConnected", "MatMul"):
+            total += 2 * int(np.prod(out)) * net.tensor(layer.inputs[0]).shape[-1]
+    return total
+
+
+# -- the floor -----------------------------------------------------------------------------------
+
+def fma_peak(threads):
+    """GFLOP/s of floors/fma_peak.c on ``threads`` threads (best of three), or None."""
+    build = tempfile.mkdtemp()
+    binary = os.path.join(build, "fma_peak")
+    try:
+        subprocess.run(["cc", "-O2", "-march=native", "-pthread",
+                        os.path.join(HERE, "floors", "fma_peak.c"), "-o", binary],
+                       check=True, capture_output=True)
+    except (OSError, subprocess.CalledProcessError):
+        return {t: None for t in threads}
+    return {t: max(float(subprocess.run([binary, str(t)], capture_output=True, text=True,
+                                        check=True).stdout.split()[1]) for _ in range(3))
+            for t in threads}
+
+
+# -- one model, in a child process ---------------------------------------------------------------
+
+def _ort_session(path, threads):
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
+
+
+def _input(proto_or_path):
+    import onnx
+    proto = onnx.load(proto_or_path, load_external_data=False)
+    name = proto.graph.input[0].name
+    shape = [d.dim_value or 1 for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    return name, np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+
+
+def child_time(path, threads, rounds, with_default):
+    import loader
+    import loader.onnx
+    name, x = _input(path)
+    feeds = {name: x}
+    start = time.perf_counter()
+    net = loader.onnx.load_model(path)
+    imported = time.perf_counter()
+    runtime = loader.Runtime()
+    loaded = runtime.load_network(net, backends=["CpuRef"])
+    ours_load = (imported - start, time.perf_counter() - imported)
+    start = time.perf_counter()
+    sessions = {f"ort {threads}t": _ort_session(path, threads)}
+    ort_load = time.perf_counter() - start
+    if with_default:
+        sessions["ort default"] = _ort_session(path, 0)
+
+    got = next(iter(loaded.execute(feeds).values()))
+    want = sessions[f"ort {threads}t"].run(None, feeds)[0]
+    difference = float(np.max(np.abs(got - want))) / (float(np.max(np.abs(want))) or 1.0)
+
+    candidates = {"ours": lambda: loaded.execute(feeds)}
+    for label, session in sessions.items():
+        candidates[label] = (lambda s: lambda: s.run(None, feeds))(session)
+    one = min(interleaved(candidates, repeats=1, warmup=1).values())
+    rounds = max(3, min(rounds, int(20.0 / max(one * len(candidates), 1e-3))))
+    times = interleaved(candidates, repeats=rounds, warmup=1, settle=0.02)
+    ort_label = min(sessions, key=lambda label: times[label])
+
+    profile = {}
+    types = {layer.name: layer.type for layer in net.layers}
+    for _ in range(3):
+        loaded.execute(feeds, profile=True)
+        for event in loaded.last_profile:
+            if event.source != "backend":
+                continue
+            kinds = []
+            for layer in event.layers:
+                kind = types.get(layer, "?")
+                if kind not in kinds:
+                    kinds.append(kind)
+            key = "+".join(kinds[:3]) + ("+..." if len(kinds) > 3 else "")
+            profile[key] = profile.get(key, 0) + (event.end_ns - event.start_ns) / 3e6
+    steps = [step.kind for step in loaded.plan]
+    result = {"ours_ms": times["ours"] * 1e3, "ort_ms": times[ort_label] * 1e3,
+              "ort_label": ort_label, "rounds": rounds, "difference": difference,
+              "import_s": ours_load[0], "load_network_s": ours_load[1], "ort_load_s": ort_load,
+              "layers": len(net.layers), "steps": len(steps), "flops": network_flops(net),
+              "profile_ms": profile}
+    loaded.unload()
+    runtime.close()
+    return result
+
+
+def _rss_kib():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+
+def child_memory(path, which):
+    """Peak RSS above the RSS with everything imported, in MiB."""
+    import onnxruntime  # noqa: F401  (both processes import the same modules)
+    import loader
+    import loader.onnx
+    name, x = _input(path)
+    base = _rss_kib()
+    if which == "ours":
+        runtime = loader.Runtime()
+        loaded = runtime.load_network(loader.onnx.load_model(path), backends=["CpuRef"])
+        run = lambda: loaded.execute({name: x})    # noqa: E731
+    else:
+        session = _ort_session(path, 0)
+        run = lambda: session.run(None, {name: x})     # noqa: E731
+    for _ in range(3):
+        run()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return {"peak_mib": (peak - base) / 1024}
+
+
+def in_child(args, threads=None):
+    env = dict(os.environ)
+    if threads:
+        env["REFERENCE_BACKEND_THREADS"] = str(threads)
+    completed = subprocess.run([sys.executable, os.path.abspath(__file__), "--child"] + args,
+                               capture_output=True, text=True, env=env)
+    if completed.returncode != 0:
+        tail = (completed.stderr.strip().splitlines() or ["(no output)"])[-1]
+        return {"error": f"exit {completed.returncode}: {tail}"}
+    return json.loads(completed.stdout.strip().splitlines()[-1])
 
 
 # -- the runtime's own time per layer ------------------------------------------------------------
 
 def overhead_per_layer(runtime, layers, repeats):
+    """(ns per execute, ns inside the backend calls) for a chain of ``layers`` cheap layers."""
+    import loader
     net = loader.Network()
     t = net.add_input("x", (1, 16))
     for i in range(layers):
         d = {"function": "relu"} if i % 2 == 0 else {"function": "leaky_relu", "a": 0.5}
         t = net.add_layer("Activation", [t], d, name=f"act{i}")
     net.add_output(t, "y")
-    x = np.random.default_rng(0).standard_normal((1, 16)).astype(F)
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
     calls = 2000
     with runtime.load_network(net, backends=["CpuRef"]) as loaded:
-        assert [s.kind for s in loaded.plan] == ["compiled"]
         seconds = interleaved({"execute": per_call(lambda: loaded.execute({"x": x}), calls)},
                               repeats=repeats)["execute"]
         spans = []
@@ -203,91 +242,99 @@ def overhead_per_layer(runtime, layers, repeats):
             loaded.execute({"x": x}, profile=True)
             spans.append(sum(e.end_ns - e.start_ns for e in loaded.last_profile[1:]
                              if e.source == "runtime"))
-    execute_ns = seconds / calls * 1e9
-    backend_ns = statistics.median(spans)
-    return execute_ns, backend_ns
+    return seconds / calls * 1e9, statistics.median(spans)
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--blocks", type=int, default=4)
-    parser.add_argument("--size", type=int, default=112)
-    parser.add_argument("--channels", type=int, default=32)
-    parser.add_argument("--repeats", type=int, default=5)
+def print_overhead(layers, repeats):
+    import loader
+    with loader.Runtime() as runtime:
+        many, many_backend = overhead_per_layer(runtime, layers, repeats)
+        one, one_backend = overhead_per_layer(runtime, 1, repeats)
+    own_many, own_one = many - many_backend, one - one_backend
+    print(f"\nthe runtime's own time (outside the backend call): {own_one / 1e3:.2f} us for 1 "
+          f"layer, {own_many / 1e3:.2f} us for {layers}; per extra layer "
+          f"{(own_many - own_one) / (layers - 1) / 1e3:.3f} us")
+
+
+# -- the report ----------------------------------------------------------------------------------
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--threads", default=None,
+                        help="comma-separated thread counts (default: 1 and the CPU count)")
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--models-dir", default=os.path.expanduser(
+        "~/.cache/dynamic-backends/models"))
+    parser.add_argument("--no-memory", action="store_true", help="skip the peak RSS processes")
     parser.add_argument("--layers", type=int, default=30)
-    args = parser.parse_args()
-    threads = int(os.environ.get("REFERENCE_BACKEND_THREADS", "0")) or min(os.cpu_count() or 1, 8)
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
 
-    net, spec = mobilenet(args.size, args.channels, args.blocks)
-    plain_net, _ = mobilenet(args.size, args.channels, args.blocks, expose=True)
-    x = np.random.default_rng(1).standard_normal(net.tensor("x").shape).astype(F)
-    runtime = loader.Runtime()
-    fused = runtime.load_network(net, backends=["CpuRef"])
-    plain = runtime.load_network(plain_net, backends=["CpuRef"])
-    assert [s.kind for s in plain.plan] == ["compiled"]
-    kinds = [s.kind for s in fused.plan]
+    if args.child:
+        kind, path, *rest = args.child
+        if kind == "time":
+            result = child_time(path, int(rest[0]), int(rest[1]), rest[2] == "1")
+        else:
+            result = child_memory(path, rest[0])
+        print(json.dumps(result))
+        return 0
 
-    backend = runtime.create_backend("CpuRef")
-    factory = backend.create_workload_factory()
-    workloads = [(factory.create_workload_prepared(layer.prepared), layer)
-                 for layer in net.layers]
-    consts = net.constants
-    shapes = {layer.name: net.tensor(layer.name).shape for layer in net.layers}
-    scratch = {name: np.empty(shape, F) for name, shape in shapes.items()}
+    try:
+        import onnx  # noqa: F401
+        import onnxruntime
+    except ImportError as error:
+        print(f"bench_network needs onnx and onnxruntime ({error}): pip install -e '.[zoo]'",
+              file=sys.stderr)
+        return 2
+    cpus = os.cpu_count() or 1
+    threads = sorted({int(t) for t in args.threads.split(",")}) if args.threads else \
+        sorted({1, cpus})
+    peaks = fma_peak(threads)
+    print(f"{cpus} CPUs; ONNX Runtime {onnxruntime.__version__}; FP32 FMA floor " + ", ".join(
+        f"{t} thread{'s' * (t > 1)} {p:.0f} GFLOP/s" if p else f"{t}: not measured"
+        for t, p in peaks.items()))
+    print(f"\n{'model':<20} {'T':>2} {'GFLOP':>6} {'ours ms':>8} {'ORT ms':>8} {'ratio':>6} "
+          f"{'floor ms':>8} {'ours/floor':>10} {'ORT/floor':>9} {'max rel diff':>12} "
+          f"{'import s':>8} {'load s':>7} {'ORT load s':>10}")
+    profiles = {}
+    for name in [m for m in args.models.split(",") if m]:
+        path, why = ensure_model(args.models_dir, name)
+        if path is None:
+            print(f"{name:<20} skipped: {why}")
+            continue
+        for t in threads:
+            row = in_child(["time", path, str(t), str(args.rounds), str(int(t == threads[-1]))],
+                           t)
+            if "error" in row:
+                print(f"{name:<20} {t:>2} FAILED: {row['error'][:160]}")
+                continue
+            floor_ms = row["flops"] / (peaks[t] * 1e9) * 1e3 if peaks[t] else float("nan")
+            print(f"{name:<20} {t:>2} {row['flops'] / 1e9:>6.2f} {row['ours_ms']:>8.2f} "
+                  f"{row['ort_ms']:>8.2f} {row['ort_ms'] / row['ours_ms']:>6.2f} "
+                  f"{floor_ms:>8.2f} {row['ours_ms'] / floor_ms:>10.2f} "
+                  f"{row['ort_ms'] / floor_ms:>9.2f} {row['difference']:>12.1e} "
+                  f"{row['import_s']:>8.2f} {row['load_network_s']:>7.2f} "
+                  f"{row['ort_load_s']:>10.2f}   ({row['layers']} layers, {row['steps']} "
+                  f"steps, ORT: {row['ort_label']})", flush=True)
+            profiles[(name, t)] = row["profile_ms"]
+        if not args.no_memory:
+            ours, theirs = (in_child(["memory", path, which]) for which in ("ours", "ort"))
+            if "error" in ours or "error" in theirs:
+                print(f"{name:<20} peak memory FAILED: {ours.get('error') or theirs['error']}")
+            else:
+                print(f"{name:<20} peak RSS above the imports: ours {ours['peak_mib']:.0f} MiB, "
+                      f"ONNX Runtime {theirs['peak_mib']:.0f} MiB")
 
-    def python_loop():
-        values = {"x": x}
-        for workload, layer in workloads:
-            out = scratch[layer.name]
-            workload.execute([values[n] if n in values else consts[n] for n in layer.inputs],
-                             [out])
-            values[layer.name] = out
-        return values["softmax"].copy()
-
-    reference = numpy_forward(net, spec)
-    expected = fused.execute({"x": x})["y"]
-    for name, result in (("unfused", plain.execute({"x": x})["y"]), ("python loop", python_loop()),
-                         ("numpy", reference(x))):
-        assert np.allclose(result, expected, rtol=1e-3, atol=1e-5), name
-    candidates = {
-        "(a) load_network, fused": lambda: fused.execute({"x": x}),
-        "(b) load_network, unfused": lambda: plain.execute({"x": x}),
-        "(c) python loop of workloads": python_loop,
-        "(e) numpy": lambda: reference(x),
-    }
-    onnx_run, onnx_note = onnx_session(net, spec, threads)
-    if onnx_run is not None:
-        assert np.allclose(onnx_run(x), expected, rtol=1e-3, atol=1e-5)
-        candidates["(d) onnxruntime cpu"] = lambda: onnx_run(x)
-    times = interleaved(candidates, repeats=args.repeats, inner=3, settle=0.05)
-    base = times["(a) load_network, fused"]
-    print(f"MobileNet-style: 1x{args.size}x{args.size}x{args.channels}, {args.blocks} dw/pw "
-          f"blocks, {len(net.layers)} layers -> {len(fused.plan)} steps "
-          f"({kinds.count('compiled')} compiled); {threads} threads")
-    for name in sorted(candidates):
-        print(f"  {name:32} {times[name] * 1e3:8.2f} ms   throughput vs (a) "
-              f"{base / times[name]:6.2f}x")
-    if onnx_run is None:
-        print(f"  (d) onnxruntime cpu              skipped: {onnx_note}")
-    else:
-        print(f"  (a) / (d) throughput: {times['(d) onnxruntime cpu'] / base:.2f}x of {onnx_note}")
-    print(f"  fused vs unfused: {times['(b) load_network, unfused'] / base:.2f}x faster")
-
-    execute_ns, backend_ns = overhead_per_layer(runtime, args.layers, args.repeats)
-    one_execute, one_backend = overhead_per_layer(runtime, 1, args.repeats)
-    own, fixed = execute_ns - backend_ns, one_execute - one_backend
-    print(f"{args.layers} cheap layers: execute {execute_ns / 1e3:.2f} us, in the backend call "
-          f"{backend_ns / 1e3:.2f} us; 1 layer: execute {one_execute / 1e3:.2f} us, in the "
-          f"backend call {one_backend / 1e3:.2f} us")
-    print(f"  per extra layer: {(execute_ns - one_execute) / (args.layers - 1):.0f} ns "
-          f"(in the backend call, profiled: {(backend_ns - one_backend) / (args.layers - 1):.0f} ns); "
-          f"the runtime's own time per execute {own / 1e3:.2f} us ({fixed / 1e3:.2f} us for "
-          f"1 layer)")
-    fused.unload()
-    plain.unload()
-    backend.close()
-    runtime.close()
+    print("\nwhere our time goes (the reference backend's own events, ms per inference):")
+    for (name, t), profile in profiles.items():
+        total = sum(profile.values()) or 1.0
+        top = sorted(profile.items(), key=lambda item: -item[1])[:6]
+        print(f"  {name} {t}t: " + ", ".join(f"{kind} {ms:.2f} ({ms / total:.0%})"
+                                             for kind, ms in top))
+    print_overhead(args.layers, 5)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -8,6 +8,10 @@ import, the relative difference, import time, and our execute time next to ONNX 
 
     python benchmarks/zoo_check.py [--models resnet18,mobilenet_v2] [--exporters dynamo,torchscript]
                                    [--rounds 10] [--through backend|numpy] [--keep DIR]
+                                   [--file MODEL.onnx]...
+
+``--file`` checks a model exported elsewhere too (a Keras model through tf2onnx, say: see
+benchmarks/README.md for the command), with a random input of the shape it declares.
 
 Needs the development extra: pip install -e '.[zoo]' (torch, torchvision, onnxscript,
 onnxruntime). Without them it says so and exits 2.
@@ -92,21 +96,23 @@ def median_ms(run, rounds):
     return statistics.median(times)
 
 
-def check(name, exporter, rounds, through, keep=None):
+def check(name, exporter, rounds, through, keep=None, data=None):
     import onnx
     import onnxruntime as ort
     import loader
     import loader.onnx
-    net = build(name)
-    if name in SEGMENTATION:
-        net = _OutputOnly(net)
-    data = export(net, name, exporter)
-    if keep:
-        with open(os.path.join(keep, f"{name}.{exporter}.onnx"), "wb") as f:
-            f.write(data)
+    if data is None:
+        net = build(name)
+        if name in SEGMENTATION:
+            net = _OutputOnly(net)
+        data = export(net, name, exporter)
+        if keep:
+            with open(os.path.join(keep, f"{name}.{exporter}.onnx"), "wb") as f:
+                f.write(data)
     proto = onnx.load_model_from_string(data)
     input_name = proto.graph.input[0].name
-    x = np.random.default_rng(0).standard_normal((1, 3, 224, 224)).astype(np.float32)
+    shape = [d.dim_value or 1 for d in proto.graph.input[0].type.tensor_type.shape.dim]
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     start = time.perf_counter()
     network = loader.onnx.load_model(data)
     import_s = time.perf_counter() - start
@@ -135,12 +141,15 @@ def check(name, exporter, rounds, through, keep=None):
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--models", default=",".join(CLASSIFIERS + TRANSFORMERS + SEGMENTATION))
+    parser.add_argument("--models", default=None,
+                        help="comma-separated (default: all, or none when --file is given)")
     parser.add_argument("--exporters", default="dynamo,torchscript")
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--through", choices=("backend", "numpy"), default="backend")
     parser.add_argument("--keep", metavar="DIR", help="keep the exported models here")
     parser.add_argument("--small", action="store_true", help="only the small models")
+    parser.add_argument("--file", action="append", default=[], metavar="MODEL.onnx",
+                        help="also check a model exported elsewhere")
     args = parser.parse_args(argv)
     try:
         import onnxruntime  # noqa: F401
@@ -150,7 +159,12 @@ def main(argv=None) -> int:
         print(f"the zoo check needs torch, torchvision and onnxruntime ({error}): "
               f"pip install -e '.[zoo]'", file=sys.stderr)
         return 2
-    models = SMALL if args.small else [m for m in args.models.split(",") if m]
+    if args.small:
+        models = SMALL
+    elif args.models is not None:
+        models = [m for m in args.models.split(",") if m]
+    else:
+        models = [] if args.file else CLASSIFIERS + TRANSFORMERS + SEGMENTATION
     print(f"{'model':<26} {'exporter':<12} {'nodes':>6} {'layers':>6} {'max rel diff':>13} "
           f"{'import s':>9} {'ours ms':>9} {'ORT ms':>9} {'ratio':>6}")
     failures = 0
@@ -172,6 +186,23 @@ def main(argv=None) -> int:
             print(f"{name:<26} {exporter:<12} {row['nodes']:>6} {row['layers']:>6} "
                   f"{row['difference']:>13.2e} {row['import_s']:>9.2f} {row['ours_ms']:>9.1f} "
                   f"{row['ort_ms']:>9.1f} {ratio:>6.2f}{'' if ok else '  TOO FAR'}", flush=True)
+    for path in args.file:
+        with open(path, "rb") as f:
+            data = f.read()
+        name = os.path.basename(path)
+        try:
+            row = check(name, "(file)", args.rounds, args.through, data=data)
+        except Exception as error:
+            failures += 1
+            print(f"{name:<26} {'(file)':<12} FAILED: {type(error).__name__}: "
+                  f"{str(error).splitlines()[0][:160]}")
+            continue
+        ok = row["difference"] <= TOLERANCE
+        failures += not ok
+        ratio = row["ort_ms"] / row["ours_ms"] if row["ours_ms"] == row["ours_ms"] else float("nan")
+        print(f"{name:<26} {'(file)':<12} {row['nodes']:>6} {row['layers']:>6} "
+              f"{row['difference']:>13.2e} {row['import_s']:>9.2f} {row['ours_ms']:>9.1f} "
+              f"{row['ort_ms']:>9.1f} {ratio:>6.2f}{'' if ok else '  TOO FAR'}", flush=True)
     return 1 if failures else 0
 
 

@@ -56,7 +56,7 @@ def selection(run: Run) -> dict:
 
 
 def summary(run: Run, expectations=None, options: Optional[dict] = None) -> dict:
-    """The JSON summary: the contract's keys (verdict, backend, cases) and what makes a run
+    """The JSON summary: the documented keys (verdict, backend, cases) and what makes a run
     reproducible (selection, options, versions, platform, time)."""
     import loader
     cases = []

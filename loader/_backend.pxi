@@ -1,4 +1,4 @@
-# Backend instances (contract section 8), included into _core.pyx by _library.pxi: the one place a
+# Backend instances (docs/python-api.md), included into _core.pyx by _library.pxi: the one place a
 # backend status becomes an exception, the instance and what it answers, the allocator offered to
 # backends. Every object holds its Library, so the library stays mapped while any of them lives.
 

@@ -111,7 +111,7 @@ cdef int _read_bounded(int fd, size_t capacity, size_t max_bytes, char **data,
 
 
 # ---------------------------------------------------------------------------------------------
-# Secure execution (contract section 3.2)
+# Secure execution (docs/loading.md, Hardening)
 # ---------------------------------------------------------------------------------------------
 
 cdef enum:

@@ -1,4 +1,4 @@
-# Discovery (contract section 4): identity of files and the directory scan, included into
+# Discovery (docs/loading.md, Discovery): identity of files and the directory scan, included into
 # _core.pyx.
 
 from posix.stat cimport S_ISDIR, S_ISFIFO, S_ISSOCK, S_ISCHR, S_ISBLK
@@ -82,7 +82,8 @@ cdef class FileSet:
 
 
 # ---------------------------------------------------------------------------------------------
-# Discovery (contract section 4): list one directory, classify every entry without opening it.
+# Discovery (docs/loading.md, Discovery): list one directory, classify every entry without
+# opening it.
 # ---------------------------------------------------------------------------------------------
 
 # ---------------------------------------------------------------------------------------------

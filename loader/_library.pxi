@@ -1,4 +1,4 @@
-# Libraries and backend instances (contract section 5)
+# Libraries and backend instances (docs/loading.md, The checks)
 # Included into _core.pyx.
 # ---------------------------------------------------------------------------------------------
 
@@ -150,7 +150,7 @@ cdef tuple _checked_backend_id(const char *raw, size_t length):
 
 def check_backend_id(raw):
     """``(id, "")`` for a valid backend id given as bytes, else ``(None, what is wrong with
-    it)``; None stands for GetBackendId returning NULL. Contract section 5.3."""
+    it)``; None stands for GetBackendId returning NULL (docs/loading.md, The checks)."""
     cdef bytes data
     if raw is None:
         return _checked_backend_id(NULL, 0)
@@ -210,7 +210,7 @@ cpdef object load_entry(Entry entry, probe_timeout=None, bint secure=False, anno
 
 
 cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announce=None):
-    """Every check of contract section 5 on one candidate file, in the contract's order; the
+    """Every check of docs/loading.md's table on one candidate file, in its order; the
     first failure is the reason:
 
         ELF header and segments            (_check_elf)
@@ -219,7 +219,7 @@ cpdef tuple load_backend(str path, probe_timeout=None, bint secure=False, announ
         dlopen and the entry points        (rules 5.1, 5.2)
         backend id                         (rule 5.3)
         version                            (rule 5.4)
-        factory probe and availability     (rule 5.5; CONTRACT-networks 12.6), on one instance
+        factory probe and availability     (factory-failed, backend-unavailable), on one instance
 
     Returns ``(library, reason, detail, backend_id, major, minor)``. An accepted library is
     open, with ``reason`` None and ``detail`` saying what an older minor version lacks (or "").

@@ -1,4 +1,4 @@
-# File names (contract section 2): <vendor>_<name>_backend.so[.digits]*
+# File names (docs/loading.md, File names): <vendor>_<name>_backend.so[.digits]*
 # Included into _core.pyx.
 # ---------------------------------------------------------------------------------------------
 

@@ -1,6 +1,6 @@
-# Registration (contract section 5.6): the scan's candidates, in scan order, become the runtime's
-# backends; included into _core.pyx. loader.runtime.Runtime calls register_candidates once, while
-# nobody else can see the runtime.
+# Registration (docs/loading.md, Asking for backends by id): the scan's candidates, in scan
+# order, become the runtime's backends; included into _core.pyx. loader.runtime.Runtime calls
+# register_candidates once, while nobody else can see the runtime.
 
 @cython.no_gc                   # refers only to its entry, which refers to no container
 cdef class DeferredBackend:

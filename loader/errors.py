@@ -114,7 +114,7 @@ STATUS_ERRORS = {cls.status: cls for cls in (InvalidArgumentError, BackendUnsupp
                                              BackendInternalError)}
 
 
-# -- networks (contract section 12) -------------------------------------------------------------
+# -- networks (docs/networks.md) -------------------------------------------------------------
 
 class NetworkError(BackendError, ValueError):
     """A network is malformed (unknown tensor, cycle, duplicate name, shapes or descriptor that

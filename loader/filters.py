@@ -1,5 +1,5 @@
-"""Which backends an operator allows (contract section 6, ``filtered-out``): decided from the file
-name alone, before any file is opened.
+"""Which backends an operator allows (``filtered-out``; docs/loading.md, Hardening): decided
+from the file name alone, before any file is opened.
 
 ``DYNAMIC_BACKEND_SELECT``: comma-separated globs; when set and not empty, only matching backend
 files are considered. ``DYNAMIC_BACKEND_DISABLE``: globs of backend files never considered.

@@ -1,6 +1,6 @@
-"""Discovery and loading (contract sections 4 and 5): from search paths to checked libraries.
+"""Discovery and loading (docs/loading.md): from search paths to checked libraries.
 
-The checks run in the contract's order and the first failure is the reason:
+The checks run in the documented order and the first failure is the reason:
 
     file checks (name, filters, links, regular file, trust, duplicate)  -> loader._core.scan_directory
     ELF header and segments, needed libraries, isolated probe (when
@@ -79,7 +79,7 @@ def get_shared_objects(paths) -> List[str]:
 
 def check_backend_id(raw: Optional[bytes]) -> Tuple[Optional[str], str]:
     """(id, "") for a valid id, else (None, what is wrong with it); None stands for
-    GetBackendId returning NULL. Contract section 5.3 (the rule is _core._checked_backend_id)."""
+    GetBackendId returning NULL (the rule is _core._checked_backend_id)."""
     return _core.check_backend_id(raw)
 
 

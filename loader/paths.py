@@ -1,4 +1,5 @@
-"""Search paths (contract section 3): which directories a runtime scans, and why others are not.
+"""Search paths (docs/loading.md, Search paths): which directories a runtime scans, and why
+others are not.
 
 Precedence, highest first:
 

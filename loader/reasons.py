@@ -1,4 +1,4 @@
-"""Reason codes: why a directory entry or a search path was not used (contract section 6).
+"""Reason codes: why a directory entry or a search path was not used (docs/report.md).
 
 Every skipped entry in a scan report carries exactly one ``Reason``; every invalid search path
 carries one ``PathReason``. Both are ``str`` enums, so they compare equal to, and serialize as,

@@ -264,7 +264,7 @@ class Runtime:
         self._report = None
         return library
 
-    # -- networks (CONTRACT-networks section 11) ----------------------------------------------
+    # -- networks (docs/networks.md) ----------------------------------------------
 
     def load_network(self, network, backends=None):
         """Plan ``network`` onto ``backends`` (ids in preference order; default every registered

@@ -1,4 +1,4 @@
-"""Backend API versions and the compatibility rule (contract section 5.4)."""
+"""Backend API versions and the compatibility rule (docs/loading.md, The checks)."""
 import numbers
 from typing import NamedTuple
 

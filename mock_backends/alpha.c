@@ -1,3 +1,3 @@
-/* Not a defect: a valid backend with id "MockAlpha" (contract 5: registered). */
+/* Not a defect: a valid backend with id "MockAlpha" (registered). */
 #define MOCK_BACKEND_ID "MockAlpha"
 #include "skeleton.h"

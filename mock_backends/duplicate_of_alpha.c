@@ -1,4 +1,5 @@
 /* Defect: a different file that claims the id "MockAlpha" of alpha.c.
-   Breaks contract 5.6 (first id wins) -> duplicate-backend-id when loaded after MockAlpha. */
+   Breaks the registration rule (the first id wins) -> duplicate-backend-id when loaded
+   after MockAlpha. */
 #define MOCK_BACKEND_ID "MockAlpha"
 #include "skeleton.h"

@@ -1,5 +1,5 @@
 /* Defect: the instance's get_id() names another backend than GetBackendId().
-   Breaks contract 5.5 (a well-formed instance) -> factory-failed. */
+   Breaks the factory check (a well-formed instance) -> factory-failed. */
 #define MOCK_BACKEND_ID "MockIdMismatch"
 #define MOCK_NO_BACKEND_FACTORY
 #include "skeleton.h"

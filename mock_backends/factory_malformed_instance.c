@@ -1,6 +1,6 @@
 /* Defect: BackendFactory returns an instance whose struct_size is too small to hold even the
    Backend API 1.0 members.
-   Breaks contract 5.5 (a well-formed instance header) -> factory-failed. */
+   Breaks the factory check (a well-formed instance header) -> factory-failed. */
 #define MOCK_BACKEND_ID "MockFactoryMalformed"
 #define MOCK_NO_BACKEND_FACTORY
 #include "skeleton.h"

@@ -1,5 +1,5 @@
 /* Defect: BackendFactory returns NULL.
-   Breaks contract 5.5 (the factory returns a non-NULL instance) -> factory-failed. */
+   Breaks the factory check (the factory returns a non-NULL instance) -> factory-failed. */
 #define MOCK_BACKEND_ID "MockFactoryNull"
 #define MOCK_NO_BACKEND_FACTORY
 #include "skeleton.h"

@@ -1,5 +1,5 @@
 /* Defect: the backend id is 257 bytes long, one more than BACKEND_ID_MAX_LENGTH.
-   Breaks contract 5.3 (at most 256 bytes) -> invalid-backend-id. */
+   Breaks the backend id check (at most 256 bytes) -> invalid-backend-id. */
 #define SIXTEEN "LongLongLongLong"
 #define TWO_HUNDRED_FIFTY_SIX \
     SIXTEEN SIXTEEN SIXTEEN SIXTEEN SIXTEEN SIXTEEN SIXTEEN SIXTEEN \

@@ -1,6 +1,6 @@
 /* Defect: the entry points are compiled as C++ without extern "C", so they are exported only
    under mangled names (_Z12GetBackendIdv, ...).
-   Breaks contract 5.2 (C linkage) -> missing-symbol, with a hint about name mangling. */
+   Breaks the entry-point check (C linkage) -> missing-symbol, with a hint about name mangling. */
 #define BACKEND_API_NO_ENTRY_POINT_PROTOTYPES
 #include "backend_api.h"
 

@@ -1,6 +1,6 @@
 /* Not a defect: built against Backend API 1.0, an older minor version than the runtime's. Its
    instance is the 1.0 struct (struct_size BACKEND_INSTANCE_SIZE_1_0, no 1.1 members).
-   Contract 5.4 says it is compatible -> registered, with the 1.1 features missing. */
+   The version check says it is compatible -> registered, with the 1.1 features missing. */
 #define MOCK_BACKEND_ID "MockMinorOlder"
 #define MOCK_VERSION_MINOR 0
 #define MOCK_NO_BACKEND_FACTORY

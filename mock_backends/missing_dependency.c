@@ -1,5 +1,5 @@
 /* Defect: needs libdbk_absent_dependency.so (DT_NEEDED), which is never installed.
-   Breaks contract 5.1 (the dynamic linker must load it) -> missing-dependency. */
+   Breaks the dlopen check (the dynamic linker must load it) -> missing-dependency. */
 #define MOCK_BACKEND_ID "MockMissingDependency"
 #include "skeleton.h"
 

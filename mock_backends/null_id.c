@@ -1,4 +1,4 @@
 /* Defect: GetBackendId returns NULL.
-   Breaks contract 5.3 (the id is a non-empty string) -> invalid-backend-id. */
+   Breaks the backend id check (the id is a non-empty string) -> invalid-backend-id. */
 #define MOCK_BACKEND_ID NULL
 #include "skeleton.h"

@@ -1,5 +1,5 @@
 /* Defect: calls a function no library defines, so binding every symbol at load fails.
-   Breaks contract 5.1 (dlopen with RTLD_NOW) -> dlopen-failed. */
+   Breaks the dlopen check (dlopen with RTLD_NOW) -> dlopen-failed. */
 #define MOCK_BACKEND_ID "MockUnresolvedSymbol"
 #include "skeleton.h"
 

@@ -1,54 +1,156 @@
 /*
- * Activation functions and broadcasting Addition/Multiplication.
+ * Broadcasting two-input element-wise layers and the fused epilogue.
  */
+#include <math.h>
+
 #include "kernels_internal.h"
 
-/*
- * rk_activation: y[i] = f(x[i]) for i < count. y may equal x.
- * relu, bounded_relu and leaky_relu propagate NaN. Sigmoid and tanh are
- * vectorized polynomial/exp evaluations accurate to a few ulp.
- */
-int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b)
+/* NumPy's maximum and minimum: NaN in either operand gives NaN (a + b is then NaN). Every
+   operand is computed unconditionally and then selected, so that the loops vectorize (a
+   floating-point operation under a condition is a branch: the compiler may not speculate it). */
+static inline float max_nan(float a, float b)
+{
+    float m = a > b ? a : b, s = a + b;
+    return (a != a) | (b != b) ? s : m;
+}
+static inline float min_nan(float a, float b)
+{
+    float m = a < b ? a : b, s = a + b;
+    return (a != a) | (b != b) ? s : m;
+}
+static inline float prelu(float x, float slope)
+{
+    float p = x * slope;
+    return x < 0.0f ? p : x;
+}
+
+/* The three innermost loops of one operation: both contiguous, a a broadcast scalar, b one; and
+   any strides (a dimension whose pattern merged with no other). */
+#define INNER(expression)                                                                   \
+    do {                                                                                    \
+        if (ia == 1 && ib == 1)                                                             \
+            for (int64_t i = 0; i < inner; i++) {                                           \
+                const float x = pa[i], z = pb[i];                                           \
+                o[i] = (expression);                                                        \
+            }                                                                               \
+        else if (ia == 0 && ib == 1) {                                                      \
+            const float x = pa[0];                                                          \
+            for (int64_t i = 0; i < inner; i++) {                                           \
+                const float z = pb[i];                                                      \
+                o[i] = (expression);                                                        \
+            }                                                                               \
+        } else if (ia == 1 && ib == 0) {                                                    \
+            const float z = pb[0];                                                          \
+            for (int64_t i = 0; i < inner; i++) {                                           \
+                const float x = pa[i];                                                      \
+                o[i] = (expression);                                                        \
+            }                                                                               \
+        } else                                                                              \
+            for (int64_t i = 0; i < inner; i++) {                                           \
+                const float x = pa[i * ia], z = pb[i * ib];                                 \
+                o[i] = (expression);                                                        \
+            }                                                                               \
+    } while (0)
+
+/* Maximum, minimum and Prelu 4 lanes at a time (as selects, which the compiler will not make of
+   them itself) where both operands are contiguous or broadcast scalars; the rest by INNER. */
+static inline vf4 select_v4(int op, vf4 x, vf4 z)
+{
+    vi4 unordered = (vi4)(x != x) | (vi4)(z != z);
+    switch (op) {
+    case RK_MAX: return vf4_select(unordered, x + z, vf4_select(x > z, x, z));
+    case RK_MIN: return vf4_select(unordered, x + z, vf4_select(x < z, x, z));
+    default: return vf4_select(x < vf4_splat(0.0f), x * z, x);       /* Prelu */
+    }
+}
+
+static int64_t select_inner_v4(int op, const float *pa, int64_t ia, const float *pb, int64_t ib,
+                               float *o, int64_t inner)
 {
     int64_t i = 0;
-    switch (function) {
-    case RK_RELU:
-        for (; i < count; i++)
-            y[i] = x[i] < 0.0f ? 0.0f : x[i];
-        break;
-    case RK_BOUNDED_RELU:
-        for (; i < count; i++) {
-            float v = x[i] < b ? b : x[i];
-            y[i] = v > a ? a : v;
-        }
-        break;
-    case RK_SIGMOID:
-        RK_MAP_V4(sigmoid_v4, x, y, count);
-        break;
-    case RK_TANH:
-        RK_MAP_V4(tanh_v4, x, y, count);
-        break;
-    case RK_LEAKY_RELU:
-        for (; i + 4 <= count; i += 4) {
-            vf4 v = vf4_load(x + i);
-            vf4_store(y + i, vf4_select(v > vf4_splat(0.0f), v, v * vf4_splat(a)));
-        }
-        for (; i < count; i++)
-            y[i] = x[i] > 0.0f ? x[i] : a * x[i];
-        break;
-    default:
-        break;
+    if ((ia != 0 && ia != 1) || (ib != 0 && ib != 1))
+        return 0;
+    for (; i + 4 <= inner; i += 4) {
+        vf4 x = ia ? vf4_load(pa + i) : vf4_splat(pa[0]);
+        vf4 z = ib ? vf4_load(pb + i) : vf4_splat(pb[0]);
+        vf4_store(o + i, select_v4(op, x, z));
     }
-    return 0;
+    return i;
+}
+
+static void binary_inner(int op, const float *pa, int64_t ia, const float *pb, int64_t ib, float *o,
+                         int64_t inner)
+{
+    if (op == RK_MAX || op == RK_MIN || op == RK_PRELU) {
+        int64_t done = select_inner_v4(op, pa, ia, pb, ib, o, inner);
+        pa += done * ia;
+        pb += done * ib;
+        o += done;
+        inner -= done;
+    }
+    switch (op) {
+    case RK_MUL: INNER(x * z); break;
+    case RK_SUB: INNER(x - z); break;
+    case RK_DIV: INNER(x / z); break;
+    case RK_MAX: INNER(max_nan(x, z)); break;
+    case RK_MIN: INNER(min_nan(x, z)); break;
+    case RK_POW: INNER(powf(x, z)); break;
+    case RK_PRELU: INNER(prelu(x, z)); break;
+    default: INNER(x + z); break;
+    }
+}
+
+typedef struct binary_call {
+    int op, nd;
+    const float *a, *b;
+    float *out;
+    const int64_t *shp, *sa, *sb;
+} binary_call;
+
+/* The outer iterations [first, last). */
+static void binary_range(void *ctx, int64_t first, int64_t last)
+{
+    const binary_call *t = ctx;
+    const int64_t inner = t->shp[0], ia = t->sa[0], ib = t->sb[0];
+    int64_t idx[8] = { 0 }, offa = 0, offb = 0, rest = first;
+    /* the odometer at iteration `first` */
+    for (int d = 1; d < t->nd; d++) {
+        idx[d] = rest % t->shp[d];
+        rest /= t->shp[d];
+        offa += idx[d] * t->sa[d];
+        offb += idx[d] * t->sb[d];
+    }
+    float *o = t->out + first * inner;
+    for (int64_t it = first; it < last; it++) {
+        binary_inner(t->op, t->a + offa, ia, t->b + offb, ib, o, inner);
+        o += inner;
+        for (int d = 1; d < t->nd; d++) {
+            offa += t->sa[d];
+            offb += t->sb[d];
+            if (++idx[d] < t->shp[d])
+                break;
+            offa -= t->sa[d] * t->shp[d];
+            offb -= t->sb[d] * t->shp[d];
+            idx[d] = 0;
+        }
+    }
+}
+
+/* One dimension only: the elements [begin, end). */
+static void binary_flat_range(void *ctx, int64_t begin, int64_t end)
+{
+    const binary_call *t = ctx;
+    binary_inner(t->op, t->a + begin * t->sa[0], t->sa[0], t->b + begin * t->sb[0], t->sb[0],
+                 t->out + begin, end - begin);
 }
 
 /*
- * rk_binary: out[out_shape] = a + b (RK_ADD) or a * b (RK_MUL; any other op
- * adds) with NumPy broadcasting. Shapes padded to rank (1..8; anything else
- * does nothing); a dimension of size 0 makes it a no-op. out may be the same
- * buffer as a or b only if that input has the full output shape. No scratch.
- * Dimensions are coalesced first, so the innermost loop is as long as possible
- * and is one of: both contiguous, a broadcast scalar, b broadcast scalar.
+ * rk_binary: out[out_shape] = a op b (enum rk_binary; an unknown op adds) with NumPy
+ * broadcasting. Shapes padded to rank (1..8; anything else does nothing); a dimension of size 0
+ * makes it a no-op. out may be the same buffer as a or b only if that input has the full output
+ * shape. No scratch. Dimensions are coalesced first, so the innermost loop is as long as possible
+ * and is one of: both contiguous, a broadcast scalar, b broadcast scalar. Large outputs are
+ * split among threads by outer iterations.
  */
 int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
               float *out, const int64_t *out_shape, int rank)
@@ -87,50 +189,15 @@ int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, co
         nd = 1;
     }
 
-    const int64_t inner = shp[0], ia = sa[0], ib = sb[0];
     int64_t outer = 1;
     for (int d = 1; d < nd; d++)
         outer *= shp[d];
-    int64_t idx[8] = { 0 };
-    int64_t offa = 0, offb = 0;
-    float *o = out;
-    for (int64_t it = 0; it < outer; it++) {
-        const float *pa = a + offa, *pb = b + offb;
-        if (op == RK_MUL) {
-            if (ia == 1 && ib == 1)
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] * pb[i];
-            else if (ia == 0 && ib == 1) {
-                const float s = pa[0];
-                for (int64_t i = 0; i < inner; i++) o[i] = s * pb[i];
-            } else if (ia == 1 && ib == 0) {
-                const float s = pb[0];
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] * s;
-            } else
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i * ia] * pb[i * ib];
-        } else {
-            if (ia == 1 && ib == 1)
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] + pb[i];
-            else if (ia == 0 && ib == 1) {
-                const float s = pa[0];
-                for (int64_t i = 0; i < inner; i++) o[i] = s + pb[i];
-            } else if (ia == 1 && ib == 0) {
-                const float s = pb[0];
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i] + s;
-            } else
-                for (int64_t i = 0; i < inner; i++) o[i] = pa[i * ia] + pb[i * ib];
-        }
-        o += inner;
-        /* odometer over the outer dims */
-        for (int d = 1; d < nd; d++) {
-            offa += sa[d];
-            offb += sb[d];
-            if (++idx[d] < shp[d])
-                break;
-            offa -= sa[d] * shp[d];
-            offb -= sb[d] * shp[d];
-            idx[d] = 0;
-        }
-    }
+    binary_call call = { op, nd, a, b, out, shp, sa, sb };
+    double per_thread = op == RK_POW ? RK_MATH_MIN_PER_THREAD : RK_COPY_MIN_PER_THREAD;
+    if (nd == 1)
+        rk_parallel_for(shp[0], 16, 1.0, per_thread, binary_flat_range, &call);
+    else
+        rk_parallel_for(outer, 1, (double)shp[0], per_thread, binary_range, &call);
     return 0;
 }
 

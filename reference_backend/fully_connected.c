@@ -136,3 +136,37 @@ int rk_fully_connected_fused(const float *x, const float *w, const float *bias, 
     op.epilogue = epilogue;
     return rk_gemm_run(&op);
 }
+
+/*
+ * rk_matmul: each batch index's [m, k] @ [k, n] through rk_fully_connected (the packed SGEMM, or
+ * the weight stream for a few rows). When b is one matrix for every batch and a's batches are
+ * all distinct and dense, the batches are one product of batch * m rows.
+ */
+int rk_matmul(const float *a, const float *b, float *y, const rk_matmul_plan *p)
+{
+    int64_t batches = 1, a_dense = p->m * p->k;
+    int shared_b = 1, dense_a = 1;
+    for (int d = p->batch_rank - 1; d >= 0; d--) {
+        shared_b &= p->b_stride[d] == 0;
+        dense_a &= p->a_stride[d] == a_dense;
+        a_dense *= p->batch[d];
+        batches *= p->batch[d];
+    }
+    if (shared_b && dense_a)
+        return rk_fully_connected(a, b, NULL, y, batches * p->m, p->k, p->n, 0);
+    int64_t idx[6] = { 0 }, a_off = 0, b_off = 0;
+    for (int64_t i = 0; i < batches; i++) {
+        if (rk_fully_connected(a + a_off, b + b_off, NULL, y + i * p->m * p->n, p->m, p->k, p->n, 0))
+            return 1;
+        for (int d = p->batch_rank - 1; d >= 0; d--) {
+            a_off += p->a_stride[d];
+            b_off += p->b_stride[d];
+            if (++idx[d] < p->batch[d])
+                break;
+            a_off -= p->a_stride[d] * p->batch[d];
+            b_off -= p->b_stride[d] * p->batch[d];
+            idx[d] = 0;
+        }
+    }
+    return 0;
+}

@@ -5,8 +5,9 @@
  * arguments meeting the documented preconditions no function reads or writes
  * out of bounds. Return value: 0 on success, nonzero only when a scratch
  * allocation failed (the output is then unspecified). Outputs must not alias
- * inputs, except: rk_activation and rk_softmax may run in place (y == x), and
- * rk_binary may write over an input that has the full output shape.
+ * inputs, except: rk_activation, rk_unary, rk_softmax and rk_softmax_axis may
+ * run in place (y == x), and rk_binary may write over an input that has the
+ * full output shape.
  * All functions are reentrant and may be called concurrently from several threads;
  * the heavy ones share their work with a persistent pool of up to rk_thread_count() - 1 threads
  * (started on first use, joined when the library is unloaded).
@@ -20,16 +21,91 @@
 extern "C" {
 #endif
 
-/* Activation functions */
-enum rk_activation { RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4 };
-/* bounded_relu: y = min(a, max(b, x)); leaky_relu: y = x > 0 ? x : a * x */
+/* Activation functions: the codes and formulas of BACKEND_ACTIVATION_* (backend_api.h). celu
+   needs a != 0. Shares large tensors with the thread pool. */
+enum rk_activation {
+    RK_RELU = 0, RK_BOUNDED_RELU = 1, RK_SIGMOID = 2, RK_TANH = 3, RK_LEAKY_RELU = 4, RK_ELU = 5,
+    RK_SELU = 6, RK_HARD_SIGMOID = 7, RK_HARD_SWISH = 8, RK_SWISH = 9, RK_GELU = 10,
+    RK_GELU_TANH = 11, RK_SOFTPLUS = 12, RK_SOFTSIGN = 13, RK_CLIP = 14, RK_CELU = 15,
+    RK_THRESHOLDED_RELU = 16, RK_MISH = 17, RK_ACTIVATION_COUNT = 18
+};
 int rk_activation(const float *x, float *y, int64_t count, int function, float a, float b);
+
+/* Element-wise functions of one input: the codes and formulas of BACKEND_UNARY_* (round: half
+   to even). y may equal x. */
+enum { RK_UNARY_COUNT = 23 };
+int rk_unary(const float *x, float *y, int64_t count, int function);
 
 /* Elementwise with NumPy broadcasting. Shapes are given already right-aligned and padded to `rank`
    (1 <= rank <= 8) with leading 1s; out_shape[d] = max(a_shape[d], b_shape[d]) and each input dim is either equal to it or 1. */
-enum rk_binary { RK_ADD = 0, RK_MUL = 1 };
+enum rk_binary {
+    RK_ADD = 0, RK_MUL = 1, RK_SUB = 2, RK_DIV = 3, RK_MAX = 4, RK_MIN = 5, RK_POW = 6,
+    RK_PRELU = 7                        /* a < 0 ? a * b : a */
+};
 int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, const int64_t *b_shape,
               float *out, const int64_t *out_shape, int rank);
+
+/* Geometry a layer's workload computes once (layers_*.c) and its kernels walk. */
+
+/* Two operands broadcast to the output, each shape right-aligned and padded with leading 1s to
+   `rank` (1..8); out[d] = max(a[d], b[d]) and each input dim is either equal to it or 1. */
+typedef struct rk_broadcast {
+    int rank;
+    int64_t a[8], b[8], out[8];
+} rk_broadcast;
+
+/* A tensor seen as [outer, extent, inner] around one axis (or a run of axes). */
+typedef struct rk_axis_split {
+    int64_t outer, extent, inner;
+} rk_axis_split;
+
+/* A copy (Slice, Transpose) that reads input element offset + sum_d i[d] * stride[d] for output
+   index i (extents outermost first; strides may be negative). */
+typedef struct rk_strided_copy {
+    int rank;                           /* 0..8 (0: one element) */
+    int64_t extent[8];
+    int64_t stride[8];
+    int64_t offset;
+} rk_strided_copy;
+void rk_strided_copy_plan(rk_strided_copy *p);   /* drops extents of 1, merges what continues */
+int rk_copy_strided(const float *x, float *y, const rk_strided_copy *p);
+
+/* Pad: output index o along d reads input index o - begin[d], which a border (outside [lo[d],
+   hi[d]), the input's part the negative pads leave) maps by `mode`: 0 none (the element is
+   `value`), 1 reflect within [lo, hi), 2 the nearest edge. Elements are `element` floats (the
+   trailing axes without padding); extents and indices count elements. */
+typedef struct rk_pad_plan {
+    int rank;                           /* 1..8 */
+    int64_t out[8], in[8], begin[8], lo[8], hi[8];
+    int64_t element;
+    int mode;
+    float value;
+} rk_pad_plan;
+int rk_pad(const float *x, float *y, const rk_pad_plan *p);
+
+/* Concatenation of n inputs along an axis: the output is `outer` rows of `row` floats, each the
+   rows of the inputs in order, input i contributing chunk[i] floats (its extent along the axis
+   times what follows it). */
+int rk_concat(const float *const *x, const int64_t *chunk, uint32_t n, int64_t outer, int64_t row,
+              float *y);
+
+/* A reduction over the input [extent[0], ..., extent[rank-1]] (outermost first, adjacent axes
+   of the same kind merged); bit d of `reduced` marks a reduced axis. */
+typedef struct rk_reduce_plan {
+    int rank;                           /* 1..6 */
+    int64_t extent[6];
+    uint32_t reduced;
+    int function;                       /* BACKEND_REDUCE_* */
+    int64_t count;                      /* elements reduced into each output */
+} rk_reduce_plan;
+
+/* Batched matrix products [m, k] @ [k, n]; batch index i over batch[] (outermost first) reads
+   matrix sum_d i[d] * a_stride[d] of a and likewise of b (0 where that operand broadcasts). */
+typedef struct rk_matmul_plan {
+    int batch_rank;                     /* 0..6 */
+    int64_t batch[6], a_stride[6], b_stride[6];
+    int64_t m, k, n;
+} rk_matmul_plan;
 
 /* FullyConnected: x [n, k]; if transpose_weights: w is [m, k] (y = x @ w.T), else w is [k, m] (y = x @ w); bias [m] or NULL; y [n, m]. */
 int rk_fully_connected(const float *x, const float *w, const float *bias, float *y,
@@ -58,6 +134,28 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool);
 
 /* Softmax over the last axis, rows x cols, numerically stable (subtract the row max), with beta: y = exp(beta*(x - max)) / sum. Works for beta < 0 too (use max of beta*x). */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta);
+
+/* Softmax (log = 0) or LogSoftmax (log != 0) of exp(beta * x) over the middle axis of
+   [outer, extent, inner]; y may equal x. */
+int rk_softmax_axis(const float *x, float *y, const rk_axis_split *s, float beta, int log);
+
+/* Reduce (rk_reduce_plan): y holds one value per combination of the kept axes, in order.
+   Sums accumulate in double. Scratch: one double per output (not for max and min). */
+int rk_reduce(const float *x, float *y, const rk_reduce_plan *p);
+
+/* Inference BatchNormalization over the last axis of [rows, channels]: (x - mean) /
+   sqrt(variance + epsilon) * scale + bias, the four of [channels]. Scratch: 2 floats a channel. */
+int rk_batch_normalization(const float *x, const float *mean, const float *variance,
+                           const float *scale, const float *bias, float *y, int64_t rows,
+                           int64_t channels, float epsilon);
+
+/* LayerNormalization of each row of [rows, cols]: mean and biased variance (in double), then
+   * scale (+ bias), both of [cols] (bias may be NULL). No scratch. */
+int rk_layer_normalization(const float *x, const float *scale, const float *bias, float *y,
+                           int64_t rows, int64_t cols, float epsilon);
+
+/* Batched matrix products (rk_matmul_plan) through the packed SGEMM; y [batch..., m, n]. */
+int rk_matmul(const float *a, const float *b, float *y, const rk_matmul_plan *p);
 
 /* A fused epilogue, applied to each part of the output as soon as it is final (while it is
    still in cache): y = act(y + residual). residual has the output's shape and layout (row

@@ -163,6 +163,20 @@ static inline vf4 exp_v4(vf4 x)
     return (p * s1) * s2;
 }
 
+/* e^x - 1 without the cancellation near 0: |x| < 0.5 by its Taylor series through x^8 (next
+   term < 1e-8 relative), exp_v4(x) - 1 beyond (where it costs at most 2 ulp). */
+static inline vf4 expm1_v4(vf4 x)
+{
+    vf4 x2 = x * x;
+    vf4 low = (vf4_splat(1.0f) + x * vf4_splat(1.0f / 2.0f)) +
+              x2 * (vf4_splat(1.0f / 6.0f) + x * vf4_splat(1.0f / 24.0f));
+    vf4 high = (vf4_splat(1.0f / 120.0f) + x * vf4_splat(1.0f / 720.0f)) +
+               x2 * (vf4_splat(1.0f / 5040.0f) + x * vf4_splat(1.0f / 40320.0f));
+    vf4 small = x * (low + (x2 * x2) * high);
+    vf4 ax = (vf4)((vi4)x & (vi4){ INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX });
+    return vf4_select(ax < vf4_splat(0.5f), small, exp_v4(x) - vf4_splat(1.0f));
+}
+
 static inline vf4 sigmoid_v4(vf4 x)
 {
     /* e = e^-|x| <= 1: nothing overflows or cancels, and for x << 0 the
@@ -191,6 +205,115 @@ static inline vf4 tanh_v4(vf4 x)
     vf4 small = x + x * x2 * p;
     /* big is |tanh|; OR-ing in the sign of x also keeps tanh(-0) = -0 */
     return (vf4)((vi4)vf4_select(ax < vf4_splat(0.25f), small, big) | ((vi4)x & sign));
+}
+
+static inline vf4 vf4_abs(vf4 x)
+{
+    return (vf4)((vi4)x & (vi4){ INT32_MAX, INT32_MAX, INT32_MAX, INT32_MAX });
+}
+
+/* The sign bit of x on y. */
+static inline vf4 vf4_or_sign(vf4 y, vf4 x)
+{
+    return (vf4)((vi4)y | ((vi4)x & (vi4){ INT32_MIN, INT32_MIN, INT32_MIN, INT32_MIN }));
+}
+
+#if defined(__SSE__) && !defined(RK_NO_X86_SIMD)
+static inline vf4 vf4_sqrt(vf4 x) { return (vf4)_mm_sqrt_ps((__m128)x); }
+#else
+static inline vf4 vf4_sqrt(vf4 x)
+{
+    vf4 r;
+    for (int l = 0; l < 4; l++)
+        r[l] = __builtin_sqrtf(x[l]);
+    return r;
+}
+#endif
+
+/*
+ * Round to nearest, ties to even (the default rounding mode does it: adding 1.5 * 2^23 leaves no
+ * fraction bits). |x| >= 2^23, infinities and NaN are already integral and pass through; the
+ * sign of x is kept on a zero result (round(-0.3) = -0).
+ */
+static inline vf4 round_even_v4(vf4 x)
+{
+    const vf4 magic = vf4_splat(12582912.0f);
+    vf4 ax = vf4_abs(x);
+    vf4 r = vf4_or_sign((ax + magic) - magic, x);
+    return vf4_select(ax < vf4_splat(8388608.0f), r, x);
+}
+
+/*
+ * log(x) = e * ln2 + log(m), m in [sqrt(1/2), sqrt(2)), log(m) = 2 atanh(s) with s = (m-1)/(m+1),
+ * |s| <= 0.1716, by its odd series through s^13 (next term < 1e-11 relative). Subnormal inputs
+ * are scaled by 2^24 first. log(0) = -inf, log(x < 0) = NaN, log(inf) = inf, NaN stays NaN.
+ */
+static inline vf4 log_v4(vf4 x)
+{
+    const vi4 tiny = (vi4)(x < vf4_splat(1.17549435e-38f));
+    vf4 xs = vf4_select(tiny, x * vf4_splat(16777216.0f), x);
+    vi4 bits = (vi4)xs;
+    /* exponent relative to m in [sqrt(1/2), sqrt(2)): subtract the bits of sqrt(1/2) */
+    vi4 e = ((bits - (vi4){ 0x3f3504f3, 0x3f3504f3, 0x3f3504f3, 0x3f3504f3 }) >> 23);
+    vf4 m = (vf4)(bits - (e << 23));
+    vf4 ef = __builtin_convertvector(e, vf4) - vf4_select(tiny, vf4_splat(24.0f), vf4_splat(0.0f));
+    vf4 s = (m - vf4_splat(1.0f)) / (m + vf4_splat(1.0f));
+    vf4 s2 = s * s;
+    vf4 p = vf4_splat(2.0f / 13.0f);
+    p = p * s2 + vf4_splat(2.0f / 11.0f);
+    p = p * s2 + vf4_splat(2.0f / 9.0f);
+    p = p * s2 + vf4_splat(2.0f / 7.0f);
+    p = p * s2 + vf4_splat(2.0f / 5.0f);
+    p = p * s2 + vf4_splat(2.0f / 3.0f);
+    vf4 logm = s * vf4_splat(2.0f) + s * s2 * p;
+    vf4 r = ef * vf4_splat(0.693145751953125f) + (logm + ef * vf4_splat(1.428606765330187e-06f));
+    r = vf4_select(x == vf4_splat(0.0f), vf4_splat(-__builtin_inff()), r);
+    r = vf4_select(x < vf4_splat(0.0f), vf4_splat(__builtin_nanf("")), r);
+    r = vf4_select(x == vf4_splat(__builtin_inff()), x, r);
+    return vf4_select(x != x, x, r);
+}
+
+/* log(1 + u) for u in [0, 1] = 2 atanh(s), s = u / (2 + u) <= 1/3: its odd series through s^15
+   (next term < 2e-9 relative), with no cancellation however small u is. */
+static inline vf4 log1p_unit_v4(vf4 u)
+{
+    vf4 s = u / (vf4_splat(2.0f) + u);
+    vf4 v = s * s, v2 = v * v;
+    vf4 low = (vf4_splat(1.0f) + v * vf4_splat(1.0f / 3.0f)) +
+              v2 * (vf4_splat(1.0f / 5.0f) + v * vf4_splat(1.0f / 7.0f));
+    vf4 high = (vf4_splat(1.0f / 9.0f) + v * vf4_splat(1.0f / 11.0f)) +
+               v2 * (vf4_splat(1.0f / 13.0f) + v * vf4_splat(1.0f / 15.0f));
+    return vf4_splat(2.0f) * s * (low + (v2 * v2) * high);
+}
+
+/* erfc(z) for z >= 0 with relative error below 1.2e-7 everywhere (the Chebyshev fit of
+   Numerical Recipes' erfcc), so that 1 - erf and the tails of gelu keep their precision. */
+static inline vf4 erfc_nonneg_v4(vf4 z)
+{
+    vf4 t = vf4_splat(1.0f) / (vf4_splat(1.0f) + vf4_splat(0.5f) * z);
+    vf4 t2 = t * t, t4 = t2 * t2;
+    /* Estrin's scheme: a quarter of Horner's dependent steps, the latency that bounds this */
+    vf4 p = (vf4_splat(-1.26551223f) + t * vf4_splat(1.00002368f)) +
+            t2 * (vf4_splat(0.37409196f) + t * vf4_splat(0.09678418f));
+    vf4 q = (vf4_splat(-0.18628806f) + t * vf4_splat(0.27886807f)) +
+            t2 * (vf4_splat(-1.13520398f) + t * vf4_splat(1.48851587f));
+    p = p + t4 * q + (t4 * t4) * (vf4_splat(-0.82215223f) + t * vf4_splat(0.17087277f));
+    return t * exp_v4(p - z * z);
+}
+
+/* erf(x): odd series for |x| < 0.5 (relative error < 1e-8 there), 1 - erfc beyond. */
+static inline vf4 erf_v4(vf4 x)
+{
+    vf4 ax = vf4_abs(x);
+    vf4 x2 = x * x;
+    vf4 p = vf4_splat(-1.0f / 1320.0f);
+    p = p * x2 + vf4_splat(1.0f / 216.0f);
+    p = p * x2 + vf4_splat(-1.0f / 42.0f);
+    p = p * x2 + vf4_splat(1.0f / 10.0f);
+    p = p * x2 + vf4_splat(-1.0f / 3.0f);
+    vf4 small = (x + x * x2 * p) * vf4_splat(1.12837916709551257f);
+    vf4 big = vf4_or_sign(vf4_splat(1.0f) - erfc_nonneg_v4(ax), x);
+    return vf4_select(ax < vf4_splat(0.5f), small, big);
 }
 
 /* Applies a vf4 function to count floats, the tail through a padded buffer. */
@@ -242,6 +365,23 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
 /* Threads worth using for `work` units when each thread should get at least
    `min_per_thread` units. */
 int rk_threads_for(double work, double min_per_thread);
+
+/* fn(ctx, begin, end) over [0, n) split among the threads worth using for n * work_per_item
+   units of work, each part a multiple of `grain` items (but the last); on the caller alone when
+   one thread is worth it. */
+void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
+                     void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
+
+/* Elements (floats copied) per thread before another is worth starting: memory-bound work
+   (copies, cheap element-wise functions), and work of a few nanoseconds an element (exp, log,
+   erf). Measured on the 2-core development VM: a second thread halves a copy of 3.2 MB (the
+   pool's workers are already running), and pays from about 512 KiB a thread. */
+#ifndef RK_COPY_MIN_PER_THREAD
+#define RK_COPY_MIN_PER_THREAD 131072.0
+#endif
+#ifndef RK_MATH_MIN_PER_THREAD
+#define RK_MATH_MIN_PER_THREAD 65536.0
+#endif
 
 /* ---- gemm.c (driver) and gemm_kernels.c (micro-kernels) --------------------------------- */
 

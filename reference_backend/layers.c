@@ -1,16 +1,15 @@
 /*
- * Layer validation and execution for the reference backend: every check a layer must pass,
- * then the workload that runs it through the kernels in kernels.c.
+ * The layer registry and its dispatch: which entry runs each layer type, the checks every layer
+ * type shares (see layers_internal.h), and the workload that runs an entry. The entries
+ * themselves live in one file per family (layers_elementwise.c, layers_linear.c,
+ * layers_spatial.c, layers_tensor.c, layers_normalization.c).
  */
-#include "layers.h"
+#include "layers_internal.h"
 
-#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include "kernels.h"
 
 BackendStatus ref_fail(char *message, size_t message_size, BackendStatus status, const char *format, ...)
 {
@@ -23,21 +22,43 @@ BackendStatus ref_fail(char *message, size_t message_size, BackendStatus status,
     return status;
 }
 
-#define FAIL(status, ...) ref_fail(message, message_size, (status), __VA_ARGS__)
-#define INVALID(...) FAIL(BACKEND_STATUS_INVALID_ARGUMENT, __VA_ARGS__)
-#define UNSUPPORTED(...) FAIL(BACKEND_STATUS_UNSUPPORTED, __VA_ARGS__)
-
-static const char *const LAYER_NAMES[BACKEND_LAYER_TYPE_COUNT] = {
-    "Activation", "Addition", "Multiplication", "FullyConnected", "Convolution2d",
-    "DepthwiseConvolution2d", "Pooling2d", "Softmax", "Reshape",
+static const RefLayerEntry *const REGISTRY[BACKEND_LAYER_TYPE_COUNT_1_3] = {
+    [BACKEND_LAYER_ACTIVATION] = &ref_layer_activation,
+    [BACKEND_LAYER_ADDITION] = &ref_layer_addition,
+    [BACKEND_LAYER_MULTIPLICATION] = &ref_layer_multiplication,
+    [BACKEND_LAYER_FULLY_CONNECTED] = &ref_layer_fully_connected,
+    [BACKEND_LAYER_CONVOLUTION2D] = &ref_layer_convolution2d,
+    [BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D] = &ref_layer_depthwise_convolution2d,
+    [BACKEND_LAYER_POOLING2D] = &ref_layer_pooling2d,
+    [BACKEND_LAYER_SOFTMAX] = &ref_layer_softmax,
+    [BACKEND_LAYER_RESHAPE] = &ref_layer_reshape,
+    [BACKEND_LAYER_SUBTRACTION] = &ref_layer_subtraction,
+    [BACKEND_LAYER_DIVISION] = &ref_layer_division,
+    [BACKEND_LAYER_MAXIMUM] = &ref_layer_maximum,
+    [BACKEND_LAYER_MINIMUM] = &ref_layer_minimum,
+    [BACKEND_LAYER_POWER] = &ref_layer_power,
+    [BACKEND_LAYER_ELEMENTWISE_UNARY] = &ref_layer_elementwise_unary,
+    [BACKEND_LAYER_PRELU] = &ref_layer_prelu,
+    [BACKEND_LAYER_CONCATENATION] = &ref_layer_concatenation,
+    [BACKEND_LAYER_SLICE] = &ref_layer_slice,
+    [BACKEND_LAYER_TRANSPOSE] = &ref_layer_transpose,
+    [BACKEND_LAYER_PAD] = &ref_layer_pad,
+    [BACKEND_LAYER_RESIZE] = &ref_layer_resize,
+    [BACKEND_LAYER_REDUCE] = &ref_layer_reduce,
+    [BACKEND_LAYER_BATCH_NORMALIZATION] = &ref_layer_batch_normalization,
+    [BACKEND_LAYER_LAYER_NORMALIZATION] = &ref_layer_layer_normalization,
+    [BACKEND_LAYER_MAT_MUL] = &ref_layer_mat_mul,
+    [BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D] = &ref_layer_transpose_convolution2d,
 };
 
-/* Largest element count accepted, so that byte sizes and index arithmetic never overflow. */
-#define MAX_ELEMENTS ((int64_t)1 << 40)
+const char *ref_layer_name(BackendLayerType type)
+{
+    return type < BACKEND_LAYER_TYPE_COUNT_1_3 ? REGISTRY[type]->name : "unknown layer type";
+}
 
 /* ---- shapes ------------------------------------------------------------------------------- */
 
-static int64_t element_count(const BackendTensorInfo *info)
+int64_t ref_elements(const BackendTensorInfo *info)
 {
     int64_t count = 1;
     for (uint32_t d = 0; d < info->num_dimensions; d++)
@@ -45,7 +66,7 @@ static int64_t element_count(const BackendTensorInfo *info)
     return count;
 }
 
-static int same_shape(const BackendTensorInfo *a, const BackendTensorInfo *b)
+int ref_same_shape(const BackendTensorInfo *a, const BackendTensorInfo *b)
 {
     if (a->num_dimensions != b->num_dimensions)
         return 0;
@@ -55,7 +76,7 @@ static int same_shape(const BackendTensorInfo *a, const BackendTensorInfo *b)
     return 1;
 }
 
-static void format_shape(const BackendTensorInfo *info, char *out, size_t size)
+void ref_format_shape(const BackendTensorInfo *info, char *out, size_t size)
 {
     size_t used = 0;
     used += (size_t)snprintf(out, size, "[");
@@ -67,7 +88,7 @@ static void format_shape(const BackendTensorInfo *info, char *out, size_t size)
 }
 
 static BackendStatus check_tensor(const BackendTensorInfo *info, const char *role, uint32_t index,
-                                  char *message, size_t message_size)
+                                  uint32_t max_rank, char *message, size_t message_size)
 {
     int64_t count = 1;
     if (info->struct_size < BACKEND_TENSOR_INFO_SIZE_1_1)
@@ -75,376 +96,180 @@ static BackendStatus check_tensor(const BackendTensorInfo *info, const char *rol
     if (info->data_type != BACKEND_DATA_TYPE_FLOAT32)
         return UNSUPPORTED("%s %u: data type %u is not supported, only float32", role, index,
                            info->data_type);
-    if (info->num_dimensions > BACKEND_MAX_DIMENSIONS)
-        return INVALID("%s %u: %u dimensions, at most %d", role, index, info->num_dimensions,
-                       BACKEND_MAX_DIMENSIONS);
+    if (info->num_dimensions > max_rank)
+        return INVALID("%s %u: %u dimensions, at most %u", role, index, info->num_dimensions,
+                       max_rank);
     for (uint32_t d = 0; d < info->num_dimensions; d++) {
         if (info->dimensions[d] < 1)
             return INVALID("%s %u: dimension %u is %lld, must be at least 1", role, index, d,
                            (long long)info->dimensions[d]);
-        if (info->dimensions[d] > MAX_ELEMENTS / count)
+        if (info->dimensions[d] > REF_MAX_ELEMENTS / count)
             return UNSUPPORTED("%s %u: more than 2^40 elements", role, index);
         count *= info->dimensions[d];
     }
     return BACKEND_STATUS_OK;
 }
 
-static BackendStatus expect_rank(const BackendTensorInfo *info, uint32_t rank, const char *what,
-                                 char *message, size_t message_size)
+BackendStatus ref_expect_rank(const BackendTensorInfo *info, uint32_t rank, const char *what,
+                              char *message, size_t message_size)
 {
     if (info->num_dimensions != rank)
         return INVALID("%s must have %u dimensions, it has %u", what, rank, info->num_dimensions);
     return BACKEND_STATUS_OK;
 }
 
-static BackendStatus expect_output(const BackendLayerDescription *layer, const int64_t *dims,
-                                   uint32_t rank, char *message, size_t message_size)
+BackendStatus ref_expect_output(const BackendLayerDescription *layer, const int64_t *dims,
+                                uint32_t rank, char *message, size_t message_size)
 {
     BackendTensorInfo expected = layer->outputs[0];
     char want[160], got[160];
     expected.num_dimensions = rank;
     memcpy(expected.dimensions, dims, rank * sizeof *dims);
-    if (same_shape(&expected, &layer->outputs[0]))
+    if (ref_same_shape(&expected, &layer->outputs[0]))
         return BACKEND_STATUS_OK;
-    format_shape(&expected, want, sizeof want);
-    format_shape(&layer->outputs[0], got, sizeof got);
+    ref_format_shape(&expected, want, sizeof want);
+    ref_format_shape(&layer->outputs[0], got, sizeof got);
     return INVALID("output shape is %s, the layer produces %s", got, want);
 }
 
-/* Spatial output size of a window of `kernel` (dilated extent `extent`) sliding with `stride`. */
-static BackendStatus window_output(int64_t input, int64_t pad_before, int64_t pad_after,
-                                   int64_t extent, int64_t stride, const char *axis, int64_t *out,
-                                   char *message, size_t message_size)
+BackendStatus ref_expect_output_like(const BackendLayerDescription *layer, uint32_t index,
+                                     char *message, size_t message_size)
 {
-    int64_t padded = input + pad_before + pad_after;
-    if (extent > padded)
-        return INVALID("kernel extent %lld along %s exceeds the padded input (%lld)",
-                       (long long)extent, axis, (long long)padded);
-    *out = (padded - extent) / stride + 1;
-    return BACKEND_STATUS_OK;
+    return ref_expect_output(layer, layer->inputs[index].dimensions,
+                             layer->inputs[index].num_dimensions, message, message_size);
 }
 
-/* ---- descriptors -------------------------------------------------------------------------- */
-
-#define DESCRIPTOR(type, size_macro, name)                                                    \
-    const type *name = (const type *)layer->descriptor;                                        \
-    if (name == NULL)                                                                          \
-        return INVALID("%s needs a descriptor", LAYER_NAMES[layer->layer_type]);               \
-    if (name->struct_size < size_macro)                                                        \
-        return INVALID("%s descriptor struct_size %u is too small", LAYER_NAMES[layer->layer_type], \
-                       name->struct_size)
-
-static BackendStatus expect_arity(const BackendLayerDescription *layer, uint32_t inputs,
-                                  char *message, size_t message_size)
+BackendStatus ref_expect_inputs(const BackendLayerDescription *layer, uint32_t count,
+                                char *message, size_t message_size)
 {
-    if (layer->num_inputs != inputs)
-        return INVALID("%s takes %u inputs, got %u", LAYER_NAMES[layer->layer_type], inputs,
+    if (layer->num_inputs != count)
+        return INVALID("%s takes %u inputs here, got %u", ref_layer_name(layer->layer_type), count,
                        layer->num_inputs);
-    if (layer->num_outputs != 1)
-        return INVALID("%s has 1 output, got %u", LAYER_NAMES[layer->layer_type], layer->num_outputs);
     return BACKEND_STATUS_OK;
 }
 
-#define TRY(expression)                           \
-    do {                                          \
-        BackendStatus try_status_ = (expression); \
-        if (try_status_ != BACKEND_STATUS_OK)     \
-            return try_status_;                   \
-    } while (0)
-
-/* ---- per-layer checks --------------------------------------------------------------------- */
-
-static BackendStatus check_activation(const BackendLayerDescription *layer, char *message, size_t message_size)
+BackendStatus ref_broadcast(const BackendTensorInfo *a, const BackendTensorInfo *b, int64_t *out,
+                            uint32_t *rank, char *message, size_t message_size)
 {
-    DESCRIPTOR(BackendActivationDescriptor, BACKEND_ACTIVATION_DESCRIPTOR_SIZE_1_1, d);
-    TRY(expect_arity(layer, 1, message, message_size));
-    if (d->function > BACKEND_ACTIVATION_LEAKY_RELU)
-        return UNSUPPORTED("activation function %u is not supported", d->function);
-    if (!isfinite(d->a) || !isfinite(d->b))
-        return INVALID("activation parameters a and b must be finite");
-    return expect_output(layer, layer->inputs[0].dimensions, layer->inputs[0].num_dimensions,
-                         message, message_size);
-}
-
-static BackendStatus check_elementwise(const BackendLayerDescription *layer, char *message, size_t message_size)
-{
-    const BackendTensorInfo *a = &layer->inputs[0], *b = &layer->inputs[1];
-    int64_t out[BACKEND_MAX_DIMENSIONS];
-    uint32_t rank;
-    TRY(expect_arity(layer, 2, message, message_size));
-    rank = a->num_dimensions > b->num_dimensions ? a->num_dimensions : b->num_dimensions;
-    for (uint32_t i = 0; i < rank; i++) {
+    uint32_t r = a->num_dimensions > b->num_dimensions ? a->num_dimensions : b->num_dimensions;
+    for (uint32_t i = 0; i < r; i++) {
         /* right-aligned, as NumPy broadcasts */
-        int64_t da = i < rank - a->num_dimensions ? 1 : a->dimensions[i - (rank - a->num_dimensions)];
-        int64_t db = i < rank - b->num_dimensions ? 1 : b->dimensions[i - (rank - b->num_dimensions)];
+        int64_t da = i < r - a->num_dimensions ? 1 : a->dimensions[i - (r - a->num_dimensions)];
+        int64_t db = i < r - b->num_dimensions ? 1 : b->dimensions[i - (r - b->num_dimensions)];
         if (da != db && da != 1 && db != 1) {
             char sa[160], sb[160];
-            format_shape(a, sa, sizeof sa);
-            format_shape(b, sb, sizeof sb);
+            ref_format_shape(a, sa, sizeof sa);
+            ref_format_shape(b, sb, sizeof sb);
             return INVALID("shapes %s and %s do not broadcast", sa, sb);
         }
         out[i] = da > db ? da : db;
     }
-    return expect_output(layer, out, rank, message, message_size);
+    *rank = r;
+    return BACKEND_STATUS_OK;
 }
 
-static BackendStatus check_fully_connected(const BackendLayerDescription *layer, char *message, size_t message_size)
+void ref_fill_broadcast(rk_broadcast *g, const BackendTensorInfo *a, const BackendTensorInfo *b,
+                        const BackendTensorInfo *out)
 {
-    DESCRIPTOR(BackendFullyConnectedDescriptor, BACKEND_FULLY_CONNECTED_DESCRIPTOR_SIZE_1_1, d);
-    const BackendTensorInfo *x = &layer->inputs[0], *w;
-    int64_t k, m, out[2];
-    TRY(expect_arity(layer, d->bias_enabled ? 3 : 2, message, message_size));
-    w = &layer->inputs[1];
-    TRY(expect_rank(x, 2, "FullyConnected input", message, message_size));
-    TRY(expect_rank(w, 2, "FullyConnected weights", message, message_size));
-    k = x->dimensions[1];
-    m = d->transpose_weights ? w->dimensions[0] : w->dimensions[1];
-    if ((d->transpose_weights ? w->dimensions[1] : w->dimensions[0]) != k)
-        return INVALID("weights %s must have %lld input features (input is [%lld, %lld])",
-                       d->transpose_weights ? "[M, K]" : "[K, M]", (long long)k,
-                       (long long)x->dimensions[0], (long long)k);
-    if (d->bias_enabled) {
-        TRY(expect_rank(&layer->inputs[2], 1, "FullyConnected bias", message, message_size));
-        if (layer->inputs[2].dimensions[0] != m)
-            return INVALID("bias has %lld elements, the layer has %lld outputs",
-                           (long long)layer->inputs[2].dimensions[0], (long long)m);
+    int rank = (int)out->num_dimensions;
+    g->rank = rank;
+    for (int i = 0; i < rank; i++) {
+        int ia = i - (rank - (int)a->num_dimensions);
+        int ib = i - (rank - (int)b->num_dimensions);
+        g->a[i] = ia < 0 ? 1 : a->dimensions[ia];
+        g->b[i] = ib < 0 ? 1 : b->dimensions[ib];
+        g->out[i] = out->dimensions[i];
     }
-    out[0] = x->dimensions[0];
-    out[1] = m;
-    return expect_output(layer, out, 2, message, message_size);
 }
 
-static BackendStatus check_convolution(const BackendLayerDescription *layer, int depthwise,
-                                       char *message, size_t message_size)
+BackendStatus ref_check_unsupported(const BackendLayerDescription *layer, const RefDescriptor *d,
+                                    char *message, size_t message_size)
 {
-    DESCRIPTOR(BackendConvolution2dDescriptor, BACKEND_CONVOLUTION2D_DESCRIPTOR_SIZE_1_1, d);
-    const BackendTensorInfo *x = &layer->inputs[0], *w;
-    int64_t out[4], channels_out;
-    TRY(expect_arity(layer, d->bias_enabled ? 3 : 2, message, message_size));
-    w = &layer->inputs[1];
-    TRY(expect_rank(x, 4, "input [N, H, W, C]", message, message_size));
-    TRY(expect_rank(w, 4, depthwise ? "weights [1, kH, kW, C*m]" : "weights [O, kH, kW, C]",
-                    message, message_size));
-    if (d->stride_y < 1 || d->stride_x < 1 || d->dilation_y < 1 || d->dilation_x < 1)
-        return INVALID("stride and dilation must be at least 1");
-    if (depthwise) {
-        if (w->dimensions[0] != 1)
-            return INVALID("depthwise weights must be [1, kH, kW, C*m], first dimension is %lld",
-                           (long long)w->dimensions[0]);
-        if (w->dimensions[3] % x->dimensions[3] != 0)
-            return INVALID("depthwise weights have %lld channels, not a multiple of the input's %lld",
-                           (long long)w->dimensions[3], (long long)x->dimensions[3]);
-        channels_out = w->dimensions[3];
-    } else {
-        if (w->dimensions[3] != x->dimensions[3])
-            return INVALID("weights have %lld input channels, the input has %lld",
-                           (long long)w->dimensions[3], (long long)x->dimensions[3]);
-        channels_out = w->dimensions[0];
+    (void)d;
+    return UNSUPPORTED("%s is not supported by this build of the reference backend",
+                       ref_layer_name(layer->layer_type));
+}
+
+/* ---- the dispatch ------------------------------------------------------------------------- */
+
+/* Everything every layer type is checked for, then the copy of its descriptor in *d. */
+static BackendStatus check_common(const BackendLayerDescription *layer, const RefLayerEntry **entry_out,
+                                  RefDescriptor *d, char *message, size_t message_size)
+{
+    const RefLayerEntry *entry;
+    uint32_t max_rank;
+    if (layer == NULL)
+        return INVALID("no layer description");
+    if (layer->struct_size < BACKEND_LAYER_DESCRIPTION_SIZE_1_1)
+        return INVALID("layer description struct_size %u is too small", layer->struct_size);
+    if (layer->layer_type >= BACKEND_LAYER_TYPE_COUNT_1_3)
+        return UNSUPPORTED("layer type %u is not supported", layer->layer_type);
+    entry = REGISTRY[layer->layer_type];
+    if ((layer->num_inputs > 0 && layer->inputs == NULL) || (layer->num_outputs > 0 && layer->outputs == NULL))
+        return INVALID("tensor list is NULL");
+    if (layer->num_outputs != 1)
+        return INVALID("%s has 1 output, got %u", entry->name, layer->num_outputs);
+    if (layer->num_inputs < entry->min_inputs || layer->num_inputs > entry->max_inputs) {
+        if (entry->min_inputs == entry->max_inputs)
+            return INVALID("%s takes %u inputs, got %u", entry->name, entry->min_inputs,
+                           layer->num_inputs);
+        return INVALID("%s takes %u to %u inputs, got %u", entry->name, entry->min_inputs,
+                       entry->max_inputs, layer->num_inputs);
     }
-    if (d->bias_enabled) {
-        TRY(expect_rank(&layer->inputs[2], 1, "bias", message, message_size));
-        if (layer->inputs[2].dimensions[0] != channels_out)
-            return INVALID("bias has %lld elements, the layer has %lld output channels",
-                           (long long)layer->inputs[2].dimensions[0], (long long)channels_out);
+    max_rank = entry->since_1_3 ? BACKEND_MAX_LAYER_RANK : BACKEND_MAX_DIMENSIONS;
+    for (uint32_t i = 0; i <= layer->num_inputs; i++) {
+        const BackendTensorInfo *info = i < layer->num_inputs ? &layer->inputs[i] : &layer->outputs[0];
+        const char *role = i < layer->num_inputs ? "input" : "output";
+        uint32_t index = i < layer->num_inputs ? i : 0;
+        TRY(check_tensor(info, role, index, max_rank, message, message_size));
+        if (entry->since_1_3 && info->num_dimensions < 1)
+            return INVALID("%s %u: %s takes tensors of rank 1 to %d, not 0", role, index,
+                           entry->name, BACKEND_MAX_LAYER_RANK);
     }
-    out[0] = x->dimensions[0];
-    TRY(window_output(x->dimensions[1], d->pad_top, d->pad_bottom,
-                      (w->dimensions[1] - 1) * d->dilation_y + 1, d->stride_y, "height", &out[1],
-                      message, message_size));
-    TRY(window_output(x->dimensions[2], d->pad_left, d->pad_right,
-                      (w->dimensions[2] - 1) * d->dilation_x + 1, d->stride_x, "width", &out[2],
-                      message, message_size));
-    out[3] = channels_out;
-    return expect_output(layer, out, 4, message, message_size);
-}
-
-static BackendStatus check_pooling(const BackendLayerDescription *layer, char *message, size_t message_size)
-{
-    DESCRIPTOR(BackendPooling2dDescriptor, BACKEND_POOLING2D_DESCRIPTOR_SIZE_1_1, d);
-    const BackendTensorInfo *x = &layer->inputs[0];
-    int64_t out[4];
-    TRY(expect_arity(layer, 1, message, message_size));
-    TRY(expect_rank(x, 4, "input [N, H, W, C]", message, message_size));
-    if (d->pool_type > BACKEND_POOLING_AVERAGE)
-        return UNSUPPORTED("pooling type %u is not supported", d->pool_type);
-    if (d->kernel_y < 1 || d->kernel_x < 1 || d->stride_y < 1 || d->stride_x < 1)
-        return INVALID("kernel and stride must be at least 1");
-    /* A window made only of padding would have no value to take. */
-    if (d->pad_top >= d->kernel_y || d->pad_bottom >= d->kernel_y || d->pad_left >= d->kernel_x ||
-        d->pad_right >= d->kernel_x)
-        return INVALID("padding must be smaller than the pooling kernel");
-    out[0] = x->dimensions[0];
-    TRY(window_output(x->dimensions[1], d->pad_top, d->pad_bottom, d->kernel_y, d->stride_y,
-                      "height", &out[1], message, message_size));
-    TRY(window_output(x->dimensions[2], d->pad_left, d->pad_right, d->kernel_x, d->stride_x,
-                      "width", &out[2], message, message_size));
-    out[3] = x->dimensions[3];
-    return expect_output(layer, out, 4, message, message_size);
-}
-
-static BackendStatus check_softmax(const BackendLayerDescription *layer, char *message, size_t message_size)
-{
-    DESCRIPTOR(BackendSoftmaxDescriptor, BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_1, d);
-    TRY(expect_arity(layer, 1, message, message_size));
-    if (layer->inputs[0].num_dimensions < 1)
-        return INVALID("Softmax needs at least one dimension");
-    if (!isfinite(d->beta))
-        return INVALID("beta must be finite");
-    return expect_output(layer, layer->inputs[0].dimensions, layer->inputs[0].num_dimensions,
-                         message, message_size);
-}
-
-static BackendStatus check_reshape(const BackendLayerDescription *layer, char *message, size_t message_size)
-{
-    TRY(expect_arity(layer, 1, message, message_size));
-    if (element_count(&layer->inputs[0]) != element_count(&layer->outputs[0]))
-        return INVALID("Reshape from %lld to %lld elements",
-                       (long long)element_count(&layer->inputs[0]),
-                       (long long)element_count(&layer->outputs[0]));
+    memset(d, 0, sizeof *d);
+    if (entry->descriptor_min_size > 0) {
+        const uint32_t *given = layer->descriptor;
+        uint32_t size;
+        if (given == NULL)
+            return INVALID("%s needs a descriptor", entry->name);
+        size = *given;
+        if (size < entry->descriptor_min_size)
+            return INVALID("%s descriptor struct_size %u is too small (at least %u)", entry->name,
+                           size, entry->descriptor_min_size);
+        /* never more than the caller's struct says it holds, never more than ours */
+        memcpy(d, given, size < entry->descriptor_size ? size : entry->descriptor_size);
+        if (entry->defaults != NULL)
+            entry->defaults(d, layer);
+        d->struct_size = entry->descriptor_size;
+    }
+    *entry_out = entry;
     return BACKEND_STATUS_OK;
 }
 
 BackendStatus ref_check_layer(const BackendLayerDescription *layer, char *message, size_t message_size)
 {
-    if (layer == NULL)
-        return INVALID("no layer description");
-    if (layer->struct_size < BACKEND_LAYER_DESCRIPTION_SIZE_1_1)
-        return INVALID("layer description struct_size %u is too small", layer->struct_size);
-    if (layer->layer_type >= BACKEND_LAYER_TYPE_COUNT)
-        return UNSUPPORTED("layer type %u is not supported", layer->layer_type);
-    if ((layer->num_inputs > 0 && layer->inputs == NULL) || (layer->num_outputs > 0 && layer->outputs == NULL))
-        return INVALID("tensor list is NULL");
-    if (layer->num_inputs > 3 || layer->num_outputs > 1 || layer->num_inputs == 0 || layer->num_outputs == 0)
-        return INVALID("%s: %u inputs and %u outputs", LAYER_NAMES[layer->layer_type],
-                       layer->num_inputs, layer->num_outputs);
-    for (uint32_t i = 0; i < layer->num_inputs; i++)
-        TRY(check_tensor(&layer->inputs[i], "input", i, message, message_size));
-    TRY(check_tensor(&layer->outputs[0], "output", 0, message, message_size));
-
-    switch (layer->layer_type) {
-    case BACKEND_LAYER_ACTIVATION:
-        return check_activation(layer, message, message_size);
-    case BACKEND_LAYER_ADDITION:
-    case BACKEND_LAYER_MULTIPLICATION:
-        return check_elementwise(layer, message, message_size);
-    case BACKEND_LAYER_FULLY_CONNECTED:
-        return check_fully_connected(layer, message, message_size);
-    case BACKEND_LAYER_CONVOLUTION2D:
-        return check_convolution(layer, 0, message, message_size);
-    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D:
-        return check_convolution(layer, 1, message, message_size);
-    case BACKEND_LAYER_POOLING2D:
-        return check_pooling(layer, message, message_size);
-    case BACKEND_LAYER_SOFTMAX:
-        return check_softmax(layer, message, message_size);
-    default:
-        return check_reshape(layer, message, message_size);
-    }
+    const RefLayerEntry *entry = NULL;
+    RefDescriptor d;
+    TRY(check_common(layer, &entry, &d, message, message_size));
+    return entry->check(layer, &d, message, message_size);
 }
 
 /* ---- workloads ---------------------------------------------------------------------------- */
-
-typedef struct RefWorkload {
-    BackendWorkload base;               /* first: the runtime sees a BackendWorkload */
-    BackendLayerType layer_type;
-    uint32_t num_inputs;
-    BackendTensorInfo inputs[3];
-    BackendTensorInfo output;
-    union {                             /* a copy of the descriptor, the call's is borrowed */
-        BackendActivationDescriptor activation;
-        BackendFullyConnectedDescriptor fully_connected;
-        BackendConvolution2dDescriptor convolution;
-        BackendPooling2dDescriptor pooling;
-        BackendSoftmaxDescriptor softmax;
-    } descriptor;
-    rk_conv_params window;              /* convolution and pooling geometry */
-} RefWorkload;
-
-static void fill_window(RefWorkload *w, uint32_t stride_y, uint32_t stride_x, uint32_t dilation_y,
-                        uint32_t dilation_x, uint32_t pad_top, uint32_t pad_bottom, uint32_t pad_left,
-                        uint32_t pad_right, int64_t kh, int64_t kw)
-{
-    const int64_t *x = w->inputs[0].dimensions;
-    w->window = (rk_conv_params){
-        .n = x[0], .h = x[1], .w = x[2], .c = x[3], .kh = kh, .kw = kw,
-        .stride_h = stride_y, .stride_w = stride_x, .dil_h = dilation_y, .dil_w = dilation_x,
-        .pad_top = pad_top, .pad_bottom = pad_bottom, .pad_left = pad_left, .pad_right = pad_right,
-        .oh = w->output.dimensions[1], .ow = w->output.dimensions[2],
-    };
-}
-
-static BackendStatus run(RefWorkload *w, const float *const *in, float *out)
-{
-    const BackendTensorInfo *x = &w->inputs[0];
-    int failed = 0;
-    switch (w->layer_type) {
-    case BACKEND_LAYER_ACTIVATION:
-        failed = rk_activation(in[0], out, element_count(x), (int)w->descriptor.activation.function,
-                               w->descriptor.activation.a, w->descriptor.activation.b);
-        break;
-    case BACKEND_LAYER_ADDITION:
-    case BACKEND_LAYER_MULTIPLICATION: {
-        int64_t a[BACKEND_MAX_DIMENSIONS], b[BACKEND_MAX_DIMENSIONS], o[BACKEND_MAX_DIMENSIONS];
-        int rank = (int)w->output.num_dimensions;
-        if (rank == 0) {
-            out[0] = w->layer_type == BACKEND_LAYER_ADDITION ? in[0][0] + in[1][0] : in[0][0] * in[1][0];
-            break;
-        }
-        for (int i = 0; i < rank; i++) {
-            int ia = i - (rank - (int)w->inputs[0].num_dimensions);
-            int ib = i - (rank - (int)w->inputs[1].num_dimensions);
-            a[i] = ia < 0 ? 1 : w->inputs[0].dimensions[ia];
-            b[i] = ib < 0 ? 1 : w->inputs[1].dimensions[ib];
-            o[i] = w->output.dimensions[i];
-        }
-        failed = rk_binary(w->layer_type == BACKEND_LAYER_ADDITION ? RK_ADD : RK_MUL, in[0], a, in[1],
-                           b, out, o, rank);
-        break;
-    }
-    case BACKEND_LAYER_FULLY_CONNECTED:
-        failed = rk_fully_connected(in[0], in[1], w->descriptor.fully_connected.bias_enabled ? in[2] : NULL,
-                                    out, x->dimensions[0], x->dimensions[1], w->output.dimensions[1],
-                                    (int)w->descriptor.fully_connected.transpose_weights);
-        break;
-    case BACKEND_LAYER_CONVOLUTION2D:
-        failed = rk_conv2d(in[0], in[1], w->descriptor.convolution.bias_enabled ? in[2] : NULL, out,
-                           &w->window, w->output.dimensions[3]);
-        break;
-    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D:
-        failed = rk_depthwise_conv2d(in[0], in[1], w->descriptor.convolution.bias_enabled ? in[2] : NULL,
-                                     out, &w->window, w->output.dimensions[3] / x->dimensions[3]);
-        break;
-    case BACKEND_LAYER_POOLING2D:
-        failed = rk_pool2d(in[0], out, &w->window,
-                           w->descriptor.pooling.pool_type == BACKEND_POOLING_MAX ? RK_POOL_MAX : RK_POOL_AVERAGE);
-        break;
-    case BACKEND_LAYER_SOFTMAX: {
-        int64_t cols = x->dimensions[x->num_dimensions - 1];
-        failed = rk_softmax(in[0], out, element_count(x) / cols, cols, w->descriptor.softmax.beta);
-        break;
-    }
-    default:
-        memmove(out, in[0], (size_t)element_count(x) * sizeof(float));
-        break;
-    }
-    return failed ? BACKEND_STATUS_OUT_OF_MEMORY : BACKEND_STATUS_OK;
-}
 
 static BackendStatus workload_execute(BackendWorkload *self, const BackendBuffer *inputs, uint32_t num_inputs,
                                       const BackendBuffer *outputs, uint32_t num_outputs, char *message,
                                       size_t message_size)
 {
     RefWorkload *w = (RefWorkload *)self;
-    const float *in[3];
     if (num_inputs != w->num_inputs || num_outputs != 1)
-        return INVALID("%s workload takes %u inputs and 1 output, got %u and %u",
-                       LAYER_NAMES[w->layer_type], w->num_inputs, num_inputs, num_outputs);
+        return INVALID("%s workload takes %u inputs and 1 output, got %u and %u", w->entry->name,
+                       w->num_inputs, num_inputs, num_outputs);
     if (inputs == NULL || outputs == NULL)
         return INVALID("buffer list is NULL");
     for (uint32_t i = 0; i <= num_inputs; i++) {
         const BackendBuffer *buffer = i < num_inputs ? &inputs[i] : &outputs[0];
         const BackendTensorInfo *info = i < num_inputs ? &w->inputs[i] : &w->output;
-        uint64_t need = (uint64_t)element_count(info) * sizeof(float);
+        uint64_t need = (uint64_t)ref_elements(info) * sizeof(float);
         const char *role = i < num_inputs ? "input" : "output";
         uint32_t index = i < num_inputs ? i : 0;
         if (buffer->struct_size < BACKEND_BUFFER_SIZE_1_1)
@@ -455,11 +280,10 @@ static BackendStatus workload_execute(BackendWorkload *self, const BackendBuffer
             return INVALID("%s %u: buffer holds %llu bytes, the tensor needs %llu", role, index,
                            (unsigned long long)buffer->size_bytes, (unsigned long long)need);
         if (i < num_inputs)
-            in[i] = (const float *)buffer->data;
+            w->in[i] = (const float *)buffer->data;
     }
-    if (run(w, in, (float *)outputs[0].data) != BACKEND_STATUS_OK)
-        return FAIL(BACKEND_STATUS_OUT_OF_MEMORY, "out of memory for %s scratch space",
-                    LAYER_NAMES[w->layer_type]);
+    if (w->entry->run(w, w->in, (float *)outputs[0].data) != 0)
+        return FAIL(BACKEND_STATUS_OUT_OF_MEMORY, "out of memory for %s scratch space", w->entry->name);
     return BACKEND_STATUS_OK;
 }
 
@@ -471,49 +295,49 @@ static void workload_destroy(BackendWorkload *self)
 BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendWorkload **workload,
                                   char *message, size_t message_size)
 {
+    const RefLayerEntry *entry = NULL;
     RefWorkload *w;
+    RefDescriptor d;
+    size_t inputs_at, pointers_at, size;
     if (workload == NULL)
         return INVALID("no place to return the workload");
     *workload = NULL;
-    TRY(ref_check_layer(layer, message, message_size));
-    w = calloc(1, sizeof *w);
+    TRY(check_common(layer, &entry, &d, message, message_size));
+    TRY(entry->check(layer, &d, message, message_size));
+    /* one allocation: the workload, its tensor infos, its per-call input pointers */
+    inputs_at = (sizeof *w + _Alignof(BackendTensorInfo) - 1) / _Alignof(BackendTensorInfo) *
+                _Alignof(BackendTensorInfo);
+    pointers_at = inputs_at + (size_t)layer->num_inputs * sizeof(BackendTensorInfo);
+    size = pointers_at + (size_t)layer->num_inputs * sizeof(const float *);
+    w = calloc(1, size);
     if (w == NULL)
         return FAIL(BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     w->base.struct_size = sizeof w->base;
     w->base.execute = workload_execute;
     w->base.destroy = workload_destroy;
+    w->entry = entry;
     w->layer_type = layer->layer_type;
     w->num_inputs = layer->num_inputs;
+    w->inputs = (BackendTensorInfo *)((char *)w + inputs_at);
+    w->in = (const float **)((char *)w + pointers_at);
     memcpy(w->inputs, layer->inputs, layer->num_inputs * sizeof *layer->inputs);
     w->output = layer->outputs[0];
-    switch (layer->layer_type) {
-    case BACKEND_LAYER_ACTIVATION:
-        memcpy(&w->descriptor.activation, layer->descriptor, sizeof w->descriptor.activation);
-        break;
-    case BACKEND_LAYER_FULLY_CONNECTED:
-        memcpy(&w->descriptor.fully_connected, layer->descriptor, sizeof w->descriptor.fully_connected);
-        break;
-    case BACKEND_LAYER_CONVOLUTION2D:
-    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D: {
-        const BackendConvolution2dDescriptor *d = layer->descriptor;
-        w->descriptor.convolution = *d;
-        fill_window(w, d->stride_y, d->stride_x, d->dilation_y, d->dilation_x, d->pad_top, d->pad_bottom,
-                    d->pad_left, d->pad_right, layer->inputs[1].dimensions[1], layer->inputs[1].dimensions[2]);
-        break;
-    }
-    case BACKEND_LAYER_POOLING2D: {
-        const BackendPooling2dDescriptor *d = layer->descriptor;
-        w->descriptor.pooling = *d;
-        fill_window(w, d->stride_y, d->stride_x, 1, 1, d->pad_top, d->pad_bottom, d->pad_left, d->pad_right,
-                    d->kernel_y, d->kernel_x);
-        break;
-    }
-    case BACKEND_LAYER_SOFTMAX:
-        memcpy(&w->descriptor.softmax, layer->descriptor, sizeof w->descriptor.softmax);
-        break;
-    default:
-        break;
-    }
+    w->d = d;
+    if (entry->prepare != NULL)
+        entry->prepare(w);
     *workload = &w->base;
     return BACKEND_STATUS_OK;
+}
+
+void ref_workload_description(const BackendWorkload *workload, BackendLayerDescription *out)
+{
+    const RefWorkload *w = (const RefWorkload *)workload;
+    memset(out, 0, sizeof *out);
+    out->struct_size = (uint32_t)sizeof *out;
+    out->layer_type = w->layer_type;
+    out->num_inputs = w->num_inputs;
+    out->num_outputs = 1;
+    out->inputs = w->inputs;
+    out->outputs = &w->output;
+    out->descriptor = w->entry->descriptor_min_size > 0 ? &w->d : NULL;
 }

@@ -119,7 +119,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
     uint64_t *ids = malloc((n ? n : 1) * sizeof *ids);
     char *taken = calloc(n ? n : 1, 1), *produced = calloc(nt ? nt : 1, 1);
     uint32_t *first = NULL, *last = NULL;
-    uint32_t max_slots = 4 * n + 4;
+    uint32_t max_slots = nt + 1;        /* one slot per tensor at most */
     BackendStatus status = BACKEND_STATUS_OK;
     char message[256] = "";
 
@@ -166,7 +166,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
     for (uint32_t i = 0; i < n; i++) {
         const BackendSubgraphLayer *l = g->layers[i];
         BackendLayerType type = l->description->layer_type;
-        uint32_t fin[4] = { 0 }, fout = 0, flast = i;
+        uint32_t fin[MAX_FUSED_INPUTS] = { 0 }, fout = 0, flast = i;
         FusedKernel *k = NULL;
         if (group[i] != mine || taken[i])
             continue;
@@ -186,35 +186,41 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
             step->fused = &k->base;
             step->record.kind = STEP_FUSED;
             step->record.num_inputs = k->num_inputs;
+            step->inputs = malloc(MAX_FUSED_INPUTS * sizeof *step->inputs);
+            if (step->inputs == NULL)
+                goto out_of_memory;
             for (uint32_t j = 0; j < k->num_inputs; j++)
-                step->record.inputs[j] = fin[j];   /* tensors for now, slots below */
+                step->inputs[j] = fin[j];          /* tensors for now, slots below */
             step->record.output = fout;
             step->record.layer_id = flast;           /* sort key for now */
         } else {
             Step *step = &p->steps[p->num_steps++];
+            BackendLayerDescription made;
+            uint32_t count = l->description->num_inputs;
             taken[i] = 1;
             step->record.kind = STEP_LAYER;
             step->record.layer_type = type;
-            step->record.num_inputs = l->description->num_inputs;
-            for (uint32_t j = 0; j < l->description->num_inputs; j++) {
-                step->record.inputs[j] = l->input_tensors[j];
-                step->record.input_infos[j] = l->description->inputs[j];
-            }
+            step->record.num_inputs = count;
             step->record.output = l->output_tensors[0];
-            step->record.output_info = l->description->outputs[0];
             step->record.layer_id = i;               /* sort key for now */
-            if (l->description->descriptor != NULL) {
-                size_t size = type == BACKEND_LAYER_ACTIVATION ? sizeof(BackendActivationDescriptor)
-                              : type == BACKEND_LAYER_FULLY_CONNECTED ? sizeof(BackendFullyConnectedDescriptor)
-                              : type == BACKEND_LAYER_CONVOLUTION2D || type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D
-                                  ? sizeof(BackendConvolution2dDescriptor)
-                              : type == BACKEND_LAYER_POOLING2D ? sizeof(BackendPooling2dDescriptor)
-                              : type == BACKEND_LAYER_SOFTMAX ? sizeof(BackendSoftmaxDescriptor) : 0;
-                memcpy(&step->record.descriptor, l->description->descriptor, size);
-            }
+            step->inputs = malloc((count ? count : 1) * sizeof *step->inputs);
+            if (step->inputs == NULL)
+                goto out_of_memory;
+            for (uint32_t j = 0; j < count; j++)
+                step->inputs[j] = l->input_tensors[j];
             status = ref_create_workload(l->description, &step->workload, message, sizeof message);
             if (status != BACKEND_STATUS_OK)
                 goto failed;
+            /* the description as the workload holds it: infos copied, the descriptor read only
+               as far as its struct_size and completed with defaults, which the bytes keep */
+            ref_workload_description(step->workload, &made);
+            step->input_infos = malloc((count ? count : 1) * sizeof *step->input_infos);
+            if (step->input_infos == NULL)
+                goto out_of_memory;
+            memcpy(step->input_infos, made.inputs, count * sizeof *step->input_infos);
+            step->record.output_info = made.outputs[0];
+            if (made.descriptor != NULL)
+                memcpy(&step->record.descriptor, made.descriptor, sizeof step->record.descriptor);
         }
     }
     /* execution order: by the position of each step's last layer (insertion sort, stable) */
@@ -228,9 +234,10 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
         StepRecord *r = &p->steps[s].record;
         uint32_t layer = (uint32_t)r->layer_id;
         r->layer_id = r->kind == STEP_LAYER ? g->layers[layer]->id : 0;
+        uint32_t *inputs = p->steps[s].inputs;
         for (uint32_t j = 0; j < r->num_inputs; j++) {
-            r->inputs[j] = slot_of(p, slot_of_tensor, g, r->inputs[j], boundary_out, boundary_in);
-            last[r->inputs[j]] = s;
+            inputs[j] = slot_of(p, slot_of_tensor, g, inputs[j], boundary_out, boundary_in);
+            last[inputs[j]] = s;
         }
         r->output = slot_of(p, slot_of_tensor, g, r->output, boundary_out, boundary_in);
         first[r->output] = s;
@@ -271,9 +278,10 @@ BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSu
         views->struct_size < BACKEND_OPTIMIZATION_VIEWS_SIZE_1_2)
         return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
                         "malformed sub-graph or views");
-    if (subgraph->num_layers > MAX_LAYERS)
+    if (subgraph->num_layers > MAX_LAYERS || subgraph->num_tensors >= MAX_SLOTS)
         return ref_fail(message, message_size, BACKEND_STATUS_UNSUPPORTED,
-                        "sub-graphs of more than %d layers", MAX_LAYERS);
+                        "sub-graphs of more than %d layers or %u tensors", MAX_LAYERS,
+                        MAX_SLOTS - 1);
     group = calloc(g->num_layers ? g->num_layers : 1, sizeof *group);
     levels = calloc(g->num_layers ? g->num_layers : 1, sizeof *levels);
     if (group == NULL || levels == NULL) {

@@ -104,11 +104,6 @@ void ref_fused_init(FusedKernel *k)
     k->base.serialize = ref_fused_serialize;
 }
 
-static const char *const LAYER_EVENT_NAMES[BACKEND_LAYER_TYPE_COUNT] = {
-    "Activation", "Addition", "Multiplication", "FullyConnected", "Convolution2d",
-    "DepthwiseConvolution2d", "Pooling2d", "Softmax", "Reshape",
-};
-
 void ref_program_destroy(BackendCompiledSubgraph *self)
 {
     Program *p = (Program *)self;
@@ -117,6 +112,8 @@ void ref_program_destroy(BackendCompiledSubgraph *self)
             p->steps[i].fused->destroy(p->steps[i].fused);
         if (p->steps[i].workload != NULL)
             p->steps[i].workload->destroy(p->steps[i].workload);
+        free(p->steps[i].inputs);
+        free(p->steps[i].input_infos);
     }
     free(p->steps);
     free(p->slots);
@@ -124,6 +121,7 @@ void ref_program_destroy(BackendCompiledSubgraph *self)
     free(p->arena);
     free(p->owned);
     free(p->scratch);
+    free(p->step_inputs);
     free(p);
 }
 
@@ -172,11 +170,11 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
     }
     for (uint32_t i = 0; i < p->num_steps; i++) {
         const Step *step = &p->steps[i];
-        BackendBuffer in[MAX_STEP_INPUTS];
+        BackendBuffer *in = p->step_inputs;
         BackendStatus status;
         int64_t start = 0;
         for (uint32_t j = 0; j < step->record.num_inputs; j++)
-            in[j] = b[step->record.inputs[j]];
+            in[j] = b[step->inputs[j]];
         if (step->fused != NULL) {
             status = step->fused->execute(step->fused, in, step->record.num_inputs,
                                           &b[step->record.output], 1, message, message_size);
@@ -185,7 +183,7 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
             status = step->workload->execute(step->workload, in, step->record.num_inputs,
                                              &b[step->record.output], 1, message, message_size);
             if (status == BACKEND_STATUS_OK && profiling != NULL)
-                ref_record_event(profiling, LAYER_EVENT_NAMES[step->record.layer_type],
+                ref_record_event(profiling, ref_layer_name(step->record.layer_type),
                                  &step->record.layer_id, 1, start, ref_now_ns(), 0);
         }
         if (status != BACKEND_STATUS_OK)
@@ -196,9 +194,14 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
 
 BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
 {
+    uint32_t most_inputs = 1;
+    for (uint32_t i = 0; i < p->num_steps; i++)
+        if (p->steps[i].record.num_inputs > most_inputs)
+            most_inputs = p->steps[i].record.num_inputs;
     p->scratch = calloc(p->num_slots ? p->num_slots : 1, sizeof *p->scratch);
+    p->step_inputs = calloc(most_inputs, sizeof *p->step_inputs);
     p->arena = malloc(p->arena_bytes ? p->arena_bytes : 1);
-    if (p->scratch == NULL || p->arena == NULL)
+    if (p->scratch == NULL || p->step_inputs == NULL || p->arena == NULL)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     p->base.struct_size = (uint32_t)sizeof p->base;
     p->base.reserved = 0;

@@ -78,9 +78,9 @@ static const char *check_kernel(const FusedKernel *k)
         return "bad bias flag";
     if (k->has_residual != 0 && k->has_residual != 1)
         return "bad residual flag";
-    if (k->num_inputs > 4 || k->num_layer_ids < 1 || k->num_layer_ids > 3)
+    if (k->num_inputs > MAX_FUSED_INPUTS || k->num_layer_ids < 1 || k->num_layer_ids > 3)
         return "bad counts";
-    if (k->epilogue.function < -1 || k->epilogue.function > 16)
+    if (k->epilogue.function < -1 || k->epilogue.function > BACKEND_ACTIVATION_MISH)
         return "bad activation";
     if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED) {
         if (!positive(k->n) || !positive(k->k) || !positive(k->m) ||
@@ -185,21 +185,28 @@ static BackendStatus load_fused(const void *data, uint64_t size, BackendCompiled
 }
 
 /* ---- the program's serialized form -----------------------------------------------------------
- * A ProgramHeader, the slots, each step's StepRecord followed (fused steps) by the fused
- * kernel's own serialized bytes, then the constants the slots name. Read back only by this very
+ * A ProgramHeader, the slots, each step's StepRecord followed by its input slots and then its
+ * layer's input tensor infos (layer steps) or the fused kernel's own serialized bytes (fused
+ * steps), then the constants the slots name. Version 2 (Backend API 1.3): steps of any number
+ * of inputs and every descriptor; other versions are refused. Read back only by this very
  * build and checked field by field: every slot bounded, every step checked as the layer or
  * kernel it is (ref_create_workload() runs ref_check_layer() on the description), every slot a
  * step uses of exactly the size the step needs; the arena is planned again on load. */
 
 #define PROGRAM_MAGIC 0x47504b52u       /* "RKPG" */
-#define PROGRAM_VERSION 1u
-#define MAX_SLOTS (4 * MAX_LAYERS + 4)
+#define PROGRAM_VERSION 2u
 
 typedef struct ProgramHeader {
     uint32_t magic, version;
     uint32_t num_inputs, num_outputs, num_slots, num_steps;
     uint64_t step_record_size, constant_bytes;
 } ProgramHeader;
+
+/* Bytes that follow a step's record per input: its slot, and for a layer step its info. */
+static uint64_t step_input_bytes(const StepRecord *r)
+{
+    return sizeof(uint32_t) + (r->kind == STEP_LAYER ? sizeof(BackendTensorInfo) : 0);
+}
 
 BackendStatus ref_program_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
                                     uint64_t *size, char *message, size_t message_size)
@@ -220,7 +227,8 @@ BackendStatus ref_program_serialize(BackendCompiledSubgraph *self, void *buffer,
         step->record.payload_bytes = 0;
         if (step->fused != NULL)
             step->fused->serialize(step->fused, NULL, 0, &step->record.payload_bytes, NULL, 0);
-        needed += sizeof(StepRecord) + step->record.payload_bytes;
+        needed += sizeof(StepRecord) + step->record.payload_bytes +
+                  (uint64_t)step->record.num_inputs * step_input_bytes(&step->record);
     }
     *size = needed;
     if (buffer == NULL || capacity < needed)
@@ -242,6 +250,12 @@ BackendStatus ref_program_serialize(BackendCompiledSubgraph *self, void *buffer,
         uint64_t written = 0;
         memcpy(out, &step->record, sizeof step->record);
         out += sizeof step->record;
+        memcpy(out, step->inputs, step->record.num_inputs * sizeof *step->inputs);
+        out += step->record.num_inputs * sizeof *step->inputs;
+        if (step->input_infos != NULL) {
+            memcpy(out, step->input_infos, step->record.num_inputs * sizeof *step->input_infos);
+            out += step->record.num_inputs * sizeof *step->input_infos;
+        }
         if (step->fused != NULL) {
             BackendStatus status = step->fused->serialize(step->fused, out, step->record.payload_bytes,
                                                           &written, message, message_size);
@@ -267,9 +281,9 @@ static const char *check_step(const Program *p, const Step *step, const char *wr
     if (out->kind != SLOT_ARENA && out->kind != SLOT_OUTPUT)
         return "a step writes a tensor that is not its own";
     for (uint32_t j = 0; j < r->num_inputs; j++) {
-        if (r->inputs[j] == r->output)
+        if (step->inputs[j] == r->output)
             return "a step reads the tensor it writes";
-        if (p->slots[r->inputs[j]].kind == SLOT_ARENA && !written[r->inputs[j]])
+        if (p->slots[step->inputs[j]].kind == SLOT_ARENA && !written[step->inputs[j]])
             return "a step reads a tensor no earlier step writes";
     }
     if (step->fused != NULL) {
@@ -278,12 +292,12 @@ static const char *check_step(const Program *p, const Step *step, const char *wr
             return "a fused step does not match its kernel";
         for (int i = 0; i < OPERAND_COUNT; i++)
             if (k->operands[i].input >= 0 &&
-                p->slots[r->inputs[k->operands[i].input]].bytes != k->operands[i].bytes)
+                p->slots[step->inputs[k->operands[i].input]].bytes != k->operands[i].bytes)
                 return "a fused step's operand sizes do not match its kernel";
         return NULL;
     }
     for (uint32_t j = 0; j < r->num_inputs; j++)
-        if (p->slots[r->inputs[j]].bytes != (uint64_t)elements(&r->input_infos[j]) * sizeof(float))
+        if (p->slots[step->inputs[j]].bytes != (uint64_t)elements(&step->input_infos[j]) * sizeof(float))
             return "a layer's input size does not follow from its description";
     if (out->bytes != (uint64_t)elements(&r->output_info) * sizeof(float))
         return "a layer's output size does not follow from its description";
@@ -356,10 +370,20 @@ static BackendStatus load_program(const void *data, uint64_t size, BackendCompil
         in += sizeof *r;
         rest -= sizeof *r;
         p->num_steps = i + 1;
-        if (r->num_inputs > MAX_STEP_INPUTS || r->output >= p->num_slots)
+        if (r->output >= p->num_slots || (r->kind != STEP_FUSED && r->kind != STEP_LAYER) ||
+            r->num_inputs > (r->kind == STEP_FUSED ? MAX_FUSED_INPUTS : REF_MAX_INPUTS))
             REFUSE("bad step");
+        /* bounded by the bytes there are before anything is allocated for them */
+        if ((uint64_t)r->num_inputs * step_input_bytes(r) > rest)
+            REFUSE("a step's inputs run past the end");
+        step->inputs = malloc((r->num_inputs ? r->num_inputs : 1) * sizeof *step->inputs);
+        if (step->inputs == NULL)
+            REFUSE("out of memory");
+        memcpy(step->inputs, in, r->num_inputs * sizeof *step->inputs);
+        in += r->num_inputs * sizeof *step->inputs;
+        rest -= r->num_inputs * sizeof *step->inputs;
         for (uint32_t j = 0; j < r->num_inputs; j++)
-            if (r->inputs[j] >= p->num_slots)
+            if (step->inputs[j] >= p->num_slots)
                 REFUSE("bad step");
         if (r->kind == STEP_FUSED) {
             if (r->payload_bytes > rest)
@@ -369,25 +393,34 @@ static BackendStatus load_program(const void *data, uint64_t size, BackendCompil
                 REFUSE(detail);
             in += r->payload_bytes;
             rest -= r->payload_bytes;
-        } else if (r->kind == STEP_LAYER) {
+        } else {
             BackendLayerDescription d = {
                 .struct_size = (uint32_t)sizeof d, .layer_type = r->layer_type,
-                .num_inputs = r->num_inputs, .num_outputs = 1, .inputs = r->input_infos,
-                .outputs = &r->output_info, .descriptor = &r->descriptor,
+                .num_inputs = r->num_inputs, .num_outputs = 1, .outputs = &r->output_info,
+                .descriptor = &r->descriptor,
             };
-            if (r->payload_bytes != 0 || r->num_inputs > 3)
+            if (r->payload_bytes != 0)
+                REFUSE("bad step");
+            step->input_infos = malloc((r->num_inputs ? r->num_inputs : 1) * sizeof *step->input_infos);
+            if (step->input_infos == NULL)
+                REFUSE("out of memory");
+            memcpy(step->input_infos, in, r->num_inputs * sizeof *step->input_infos);
+            in += r->num_inputs * sizeof *step->input_infos;
+            rest -= r->num_inputs * sizeof *step->input_infos;
+            d.inputs = step->input_infos;
+            /* the descriptor's own struct_size bounds what is read of it: never more than the
+               union the record holds */
+            if (r->descriptor.struct_size > sizeof r->descriptor)
                 REFUSE("bad step");
             status = ref_create_workload(&d, &step->workload, detail, sizeof detail);
             if (status != BACKEND_STATUS_OK)
                 REFUSE(detail);
-        } else {
-            REFUSE("unknown step kind");
         }
         problem = check_step(p, step, written);
         if (problem != NULL)
             goto refused;
         for (uint32_t j = 0; j < r->num_inputs; j++)
-            last[r->inputs[j]] = i;
+            last[step->inputs[j]] = i;
         first[r->output] = i;
         if (last[r->output] < i)
             last[r->output] = i;

@@ -12,9 +12,11 @@
 #include <stdint.h>
 
 #include "kernels.h"
-#include "layers.h"
+#include "layers_internal.h"
 
 #define MAX_LAYERS 4096
+/* Most tensors (slots) one program has: its layers' inputs and outputs, Concatenation's many. */
+#define MAX_SLOTS ((uint32_t)1 << 20)
 
 /* Where a fused kernel finds an operand: a constant (kept valid by the runtime while the
    compiled sub-graph lives) or one of its boundary input buffers. */
@@ -85,7 +87,8 @@ typedef struct FusedKernel {
 enum { SLOT_INPUT = 0, SLOT_OUTPUT = 1, SLOT_ARENA = 2, SLOT_CONSTANT = 3 };
 enum { STEP_FUSED = 0, STEP_LAYER = 1 };
 
-#define MAX_STEP_INPUTS 4
+/* Most boundary inputs of a fused kernel (x, w, bias, residual). */
+#define MAX_FUSED_INPUTS 4
 #define ARENA_ALIGNMENT 64
 #define MAX_ARENA_BYTES ((uint64_t)1 << 40)
 
@@ -97,30 +100,24 @@ typedef struct Slot {
     uint64_t bytes;
 } Slot;
 
-typedef union LayerDescriptor {
-    BackendActivationDescriptor activation;
-    BackendFullyConnectedDescriptor fully_connected;
-    BackendConvolution2dDescriptor convolution;
-    BackendPooling2dDescriptor pooling;
-    BackendSoftmaxDescriptor softmax;
-} LayerDescriptor;
-
-/* What a step is, as serialized (no pointers). */
+/* What a step is, as serialized (no pointers). In the bytes it is followed by its num_inputs
+   input slots (uint32_t each), then for STEP_LAYER the num_inputs tensor infos of its
+   description, for STEP_FUSED the payload_bytes of its fused kernel. */
 typedef struct StepRecord {
     uint32_t kind;                      /* STEP_* */
     uint32_t num_inputs;
-    uint32_t inputs[MAX_STEP_INPUTS];   /* slots */
     uint32_t output;                    /* slot */
     uint32_t layer_type;                /* STEP_LAYER */
     uint64_t layer_id;                  /* STEP_LAYER */
     uint64_t payload_bytes;             /* STEP_FUSED: bytes of the fused kernel that follow */
-    BackendTensorInfo input_infos[3];   /* STEP_LAYER: the layer's description */
-    BackendTensorInfo output_info;
-    LayerDescriptor descriptor;
+    BackendTensorInfo output_info;      /* STEP_LAYER: the layer's description */
+    RefDescriptor descriptor;           /* STEP_LAYER: the workload's copy, defaults applied */
 } StepRecord;
 
 typedef struct Step {
     StepRecord record;
+    uint32_t *inputs;                   /* record.num_inputs slots, owned */
+    BackendTensorInfo *input_infos;     /* STEP_LAYER: record.num_inputs, owned; else NULL */
     BackendCompiledSubgraph *fused;     /* STEP_FUSED */
     BackendWorkload *workload;          /* STEP_LAYER */
 } Step;
@@ -137,6 +134,7 @@ typedef struct Program {
     uint64_t owned_bytes;
     RefProfiling *profiling;
     BackendBuffer *scratch;             /* per-call buffers: num_slots entries */
+    BackendBuffer *step_inputs;         /* per-call buffers of one step: its most inputs */
 } Program;
 
 static inline int64_t elements(const BackendTensorInfo *info)
@@ -154,7 +152,7 @@ int ref_is_subgraph_output(const BackendSubgraph *g, uint32_t tensor);
 
 /* Tries to fuse layer `head` (in program group `group`) with the layers after it that are not
    `taken_in` yet; on success returns the fused kernel, its boundary inputs in `inputs` (at most
-   4), the tensor it writes in *output and the index of its last layer in *last (the caller marks
+   MAX_FUSED_INPUTS), the tensor it writes in *output and the index of its last layer in *last (the caller marks
    its layers taken). NULL with *status OK: nothing to fuse. */
 FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
                       const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,

@@ -425,3 +425,37 @@ int rk_threads_for(double work, double min_per_thread)
         t = cap < 1.0 ? 1 : (int)cap;
     return t;
 }
+
+typedef struct range_task {
+    void (*fn)(void *ctx, int64_t begin, int64_t end);
+    void *ctx;
+    int64_t begin, end;
+} range_task;
+
+static void *range_task_run(void *arg)
+{
+    const range_task *t = arg;
+    if (t->end > t->begin)
+        t->fn(t->ctx, t->begin, t->end);
+    return NULL;
+}
+
+void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
+                     void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx)
+{
+    int64_t units = (n + grain - 1) / grain;
+    int nt = rk_threads_for((double)n * work_per_item, min_work_per_thread);
+    range_task tasks[RK_MAX_THREADS];
+    if (nt > units)
+        nt = (int)units;
+    if (nt <= 1) {
+        if (n > 0)
+            fn(ctx, 0, n);
+        return;
+    }
+    for (int i = 0; i < nt; i++) {
+        int64_t begin = units * i / nt * grain, end = units * (i + 1) / nt * grain;
+        tasks[i] = (range_task){ fn, ctx, begin < n ? begin : n, end < n ? end : n };
+    }
+    rk_run_tasks(range_task_run, tasks, sizeof(range_task), nt);
+}

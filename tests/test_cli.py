@@ -1,4 +1,4 @@
-"""Contract section 7: the backend-loader command."""
+"""The backend-loader command (docs/report.md)."""
 import base64
 import json
 import os
@@ -274,7 +274,7 @@ def test_check_name_checks_a_path_on_its_last_component():
 ])
 def test_check_name_says_why_a_name_is_invalid(name, words):
     result = run("check-name", name)
-    assert result.stdout == "invalid\n"  # stdout keeps the contract's one word per name
+    assert result.stdout == "invalid\n"  # stdout keeps its one word per name
     assert result.stderr.startswith(f"backend-loader: invalid: {name}: ")
     assert words in result.stderr
     assert run("check-name", "--quiet", name).stderr == ""

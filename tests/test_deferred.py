@@ -471,8 +471,8 @@ def test_with_the_cache_unnamed_backends_are_never_loaded(backend_dir, cache_dir
 
 def test_load_network_loads_the_deferred_backends_whose_contexts_it_creates(backend_dir,
                                                                              cache_dir):
-    """Every registered backend's context exists from the first load_network on (networks
-    contract, lifecycle): that loads every deferred backend; Runtime(backends=...) narrows it."""
+    """Every registered backend's context exists from the first load_network on (docs/networks.md,
+    What load_network does): that loads every deferred backend; Runtime(backends=...) narrows it."""
     reference = install_reference(backend_dir)
     alpha = install_mock("alpha", backend_dir)
     with deferred(backend_dir):

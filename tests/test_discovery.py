@@ -1,4 +1,4 @@
-"""Contract section 4: discovery resolves, filters and de-duplicates without opening anything
+"""Discovery (docs/loading.md) resolves, filters and de-duplicates without opening anything
 that is not a regular file, and no filesystem error escapes."""
 import base64
 import json

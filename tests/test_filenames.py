@@ -1,4 +1,4 @@
-"""Contract section 2: which directory entries are backend candidates."""
+"""File names (docs/loading.md): which directory entries are backend candidates."""
 import os
 import subprocess
 

@@ -270,7 +270,7 @@ CONV = {"stride_y": 1, "stride_x": 1, "pad_top": 0, "pad_bottom": 0, "pad_left":
 
 @pytest.mark.parametrize("layer, words", [
     (prepared("Activation", 0, [(3,)], (4,), {"function": 0, "a": 0.0, "b": 0.0}), ["output shape"]),
-    (prepared("Activation", 0, [(3,)], (3,), {"function": 9, "a": 0.0, "b": 0.0}), ["function 9"]),
+    (prepared("Activation", 0, [(3,)], (3,), {"function": 18, "a": 0.0, "b": 0.0}), ["function 18"]),
     (prepared("Addition", 1, [(2, 3), (4,)], (2, 3)), ["broadcast"]),
     (prepared("Convolution2d", 4, [(1, 5, 5, 1), (1, 3, 3, 1)], (1, 5, 5, 1), CONV),
      ["output shape is [1, 5, 5, 1]", "[1, 3, 3, 1]"]),

@@ -1,5 +1,5 @@
-"""Contract section 9 on the reference backend: every layer against plain NumPy on awkward
-shapes, and every malformed call refused with an error that names the problem."""
+"""The layers of Backend API 1.1 (docs/layers.md) on the reference backend: every layer against
+plain NumPy on awkward shapes, and every malformed call refused with an error that names the problem."""
 import numpy as np
 import pytest
 
@@ -38,7 +38,7 @@ def run(backend, layer, inputs, descriptor=None):
 def test_activation(backend, rng, function, a, b, shape):
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
     y = run(backend, "Activation", [x], {"function": function, "a": a, "b": b})
-    np.testing.assert_allclose(y, ref.activation(x, function, a, b), rtol=RTOL, atol=ATOL)
+    np.testing.assert_allclose(y, ref.elementwise.activation(x, function, a, b), rtol=RTOL, atol=ATOL)
 
 
 def test_activation_saturates_without_overflow(backend):
@@ -46,7 +46,7 @@ def test_activation_saturates_without_overflow(backend):
     for function in ("sigmoid", "tanh"):
         y = run(backend, "Activation", [x], {"function": function})
         assert np.all(np.isfinite(y))
-        np.testing.assert_allclose(y, ref.activation(x, function), rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(y, ref.elementwise.activation(x, function), rtol=RTOL, atol=ATOL)
 
 
 @pytest.mark.parametrize("layer, op", [("Addition", np.add), ("Multiplication", np.multiply)])
@@ -72,13 +72,13 @@ def test_fully_connected(backend, rng, n, k, m, transpose, with_bias):
     w = rand(rng, m, k) if transpose else rand(rng, k, m)
     inputs = [x, w] + ([rand(rng, m)] if with_bias else [])
     y = run(backend, "FullyConnected", inputs, {"transpose_weights": transpose})
-    expected = ref.fully_connected(x, w, inputs[2] if with_bias else None, transpose)
+    expected = ref.normalization.fully_connected(x, w, inputs[2] if with_bias else None, transpose)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
 
 def test_fully_connected_weights_default_to_m_by_k(backend, rng):
     x, w = rand(rng, 2, 3), rand(rng, 4, 3)
-    np.testing.assert_allclose(run(backend, "FullyConnected", [x, w]), ref.fully_connected(x, w),
+    np.testing.assert_allclose(run(backend, "FullyConnected", [x, w]), ref.normalization.fully_connected(x, w),
                                rtol=RTOL, atol=ATOL)
 
 
@@ -107,7 +107,7 @@ def test_convolution2d(backend, rng, shape, kernel, stride, padding, dilation, o
     bias = rand(rng, out_channels) if with_bias else None
     y = run(backend, "Convolution2d", [x, w] + ([bias] if with_bias else []),
             {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
-    expected = ref.convolution2d(x, w, bias, stride, padding, dilation)
+    expected = ref.spatial.convolution2d(x, w, bias, stride, padding, dilation)
     assert y.shape == expected.shape
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
@@ -122,7 +122,7 @@ def test_depthwise_convolution2d(backend, rng, shape, kernel, stride, padding, d
     bias = rand(rng, shape[3] * multiplier) if with_bias else None
     y = run(backend, "DepthwiseConvolution2d", [x, w] + ([bias] if with_bias else []),
             {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
-    expected = ref.depthwise_convolution2d(x, w, bias, stride, padding, dilation)
+    expected = ref.spatial.depthwise_convolution2d(x, w, bias, stride, padding, dilation)
     assert y.shape == expected.shape
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
 
@@ -163,7 +163,7 @@ def test_convolution2d_vector_paths(backend, rng, shape, kernel, stride, padding
     bias = rand(rng, out_channels)
     y = run(backend, "Convolution2d", [x, w, bias],
             {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
-    check_convolution(y, ref.convolution2d(x, w, bias, stride, padding, dilation),
+    check_convolution(y, ref.spatial.convolution2d(x, w, bias, stride, padding, dilation),
                       kernel[0] * kernel[1] * shape[3])
 
 
@@ -177,20 +177,20 @@ def test_depthwise_convolution2d_vector_paths(backend, rng, shape, kernel, strid
     bias = rand(rng, shape[3] * multiplier) if with_bias else None
     y = run(backend, "DepthwiseConvolution2d", [x, w] + ([bias] if with_bias else []),
             {"stride": list(stride), "padding": list(padding), "dilation": list(dilation)})
-    check_convolution(y, ref.depthwise_convolution2d(x, w, bias, stride, padding, dilation),
+    check_convolution(y, ref.spatial.depthwise_convolution2d(x, w, bias, stride, padding, dilation),
                       kernel[0] * kernel[1])
 
 
 def test_convolution_descriptor_defaults(backend, rng):
     x, w = rand(rng, 1, 6, 6, 2), rand(rng, 3, 3, 3, 2)
-    np.testing.assert_allclose(run(backend, "Convolution2d", [x, w]), ref.convolution2d(x, w),
+    np.testing.assert_allclose(run(backend, "Convolution2d", [x, w]), ref.spatial.convolution2d(x, w),
                                rtol=1e-4, atol=1e-4)
 
 
 def test_scalar_stride_and_padding(backend, rng):
     x, w = rand(rng, 1, 9, 9, 2), rand(rng, 3, 3, 3, 2)
     y = run(backend, "Convolution2d", [x, w], {"stride": 2, "padding": 1})
-    np.testing.assert_allclose(y, ref.convolution2d(x, w, None, (2, 2), (1, 1, 1, 1)), rtol=1e-4,
+    np.testing.assert_allclose(y, ref.spatial.convolution2d(x, w, None, (2, 2), (1, 1, 1, 1)), rtol=1e-4,
                                atol=1e-4)
 
 
@@ -209,7 +209,7 @@ def test_pooling2d(backend, rng, pool, shape, kernel, stride, padding):
     x = rand(rng, *shape) - 3  # negative values: padding must never win a max
     y = run(backend, "Pooling2d", [x], {"pool": pool, "kernel": list(kernel),
                                         "stride": list(stride), "padding": list(padding)})
-    expected = ref.pooling2d(x, pool, kernel, stride, padding)
+    expected = ref.spatial.pooling2d(x, pool, kernel, stride, padding)
     assert y.shape == expected.shape
     np.testing.assert_allclose(y, expected, rtol=RTOL, atol=ATOL)
 
@@ -227,7 +227,7 @@ def test_average_pooling_excludes_padding(backend):
 def test_softmax(backend, rng, shape, beta):
     x = rand(rng, *shape) * 5
     y = run(backend, "Softmax", [x], {"beta": beta})
-    np.testing.assert_allclose(y, ref.softmax(x, beta), rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(y, ref.normalization.softmax(x, beta), rtol=RTOL, atol=1e-6)
     np.testing.assert_allclose(y.sum(axis=-1), 1, rtol=1e-5)
 
 
@@ -235,7 +235,7 @@ def test_softmax_is_numerically_stable(backend):
     x = np.array([[1000.0, 1001.0, 1002.0], [-1000.0, -1000.0, -1000.0]], dtype=np.float32)
     y = run(backend, "Softmax", [x])
     assert np.all(np.isfinite(y))
-    np.testing.assert_allclose(y, ref.softmax(x), rtol=RTOL, atol=1e-6)
+    np.testing.assert_allclose(y, ref.normalization.softmax(x), rtol=RTOL, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape, target, expected", [
@@ -257,7 +257,7 @@ def test_non_contiguous_inputs_are_copied_not_misread(backend, rng):
     w = rand(rng, 3, 3).T          # Fortran-ordered
     assert not x.flags.c_contiguous and not w.flags.c_contiguous
     y = run(backend, "FullyConnected", [x, w])
-    np.testing.assert_allclose(y, ref.fully_connected(x, w), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(y, ref.normalization.fully_connected(x, w), rtol=1e-4, atol=1e-5)
 
 
 def test_byte_swapped_float32_is_converted(backend, rng):

@@ -1,4 +1,4 @@
-"""Contract section 5: each mock backend breaks one rule and is skipped with that rule's code;
+"""The checks (docs/loading.md): each mock backend breaks one rule and is skipped with that rule's code;
 valid backends next to them still load."""
 import json
 import os

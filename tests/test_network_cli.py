@@ -1,4 +1,4 @@
-"""``backend-loader plan`` and ``backend-loader run`` (CONTRACT-networks section 13)."""
+"""``backend-loader plan`` and ``backend-loader run`` (docs/networks.md)."""
 import json
 
 import numpy as np

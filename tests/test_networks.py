@@ -1,4 +1,4 @@
-"""Networks (CONTRACT-networks sections 11 and 12): building and serializing them, assignment
+"""Networks (docs/networks.md): building and serializing them, assignment
 across backends in preference order, sub-graphs, the check of a backend's optimization views,
 fallback of failed layers, the lifecycle of a loaded network, and execution against NumPy."""
 import json
@@ -63,7 +63,7 @@ def close(actual, expected):
 
 # -- building and the serialized form (section 11, rule 12.10) -----------------------------------
 
-def test_the_contract_example_round_trips(tmp_path):
+def test_the_documented_example_round_trips(tmp_path):
     net = conv_network()
     d = net.to_dict()
     json.dumps(d)

@@ -229,3 +229,189 @@ def test_onnx_node_tests_give_no_wrong_answer_through_the_references():
     assert not outcomes.get("wrong") and not outcomes.get("error"), \
         outcomes.get("wrong", []) + outcomes.get("error", [])
     assert len(outcomes["passed"]) >= 130
+
+
+# -- layouts: whatever the model does to its axes, the importer's bookkeeping follows ---------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+LAYOUT_OPS = ("Transpose", "Reshape", "Flatten", "Relu", "AddBias", "Concat", "Slice",
+              "ReduceMean", "Softmax", "Conv", "Squeeze")
+
+
+def _layout_model(ops, draw_int):
+    """A chain of operators that move, merge and split axes, starting from an NCHW tensor."""
+    shape = [1, 4, 3, 5]
+    nodes, inits, current = [], [], "x"
+    for k, op in enumerate(ops):
+        out = f"v{k}"
+        rank = len(shape)
+        if op == "Transpose":
+            perm = list(range(rank))
+            for i in range(rank - 1, 0, -1):
+                j = draw_int(0, i)
+                perm[i], perm[j] = perm[j], perm[i]
+            nodes.append(helper.make_node("Transpose", [current], [out], perm=perm))
+            shape = [shape[p] for p in perm]
+        elif op == "Reshape" and rank >= 2:
+            a = draw_int(0, rank - 2)          # merge axes a and a+1
+            new = shape[:a] + [shape[a] * shape[a + 1]] + shape[a + 2:]
+            inits.append(numpy_helper.from_array(np.array(new, np.int64), f"s{k}"))
+            nodes.append(helper.make_node("Reshape", [current, f"s{k}"], [out]))
+            shape = new
+        elif op == "Flatten":
+            axis = draw_int(0, rank)
+            nodes.append(helper.make_node("Flatten", [current], [out], axis=axis))
+            shape = [int(np.prod(shape[:axis])), int(np.prod(shape[axis:]))]
+        elif op == "AddBias":
+            bias = rand(*[shape[i] if i == rank - 1 - draw_int(0, rank - 1) else 1
+                          for i in range(rank)])
+            inits.append(numpy_helper.from_array(bias, f"b{k}"))
+            nodes.append(helper.make_node("Add", [current, f"b{k}"], [out]))
+        elif op == "Concat":
+            axis = draw_int(0, rank - 1)
+            nodes.append(helper.make_node("Concat", [current, current], [out], axis=axis))
+            shape = list(shape)
+            shape[axis] *= 2
+        elif op == "Slice":
+            axis = draw_int(0, rank - 1)
+            for name, value in (("st", 0), ("en", max(1, shape[axis] - 1)), ("ax", axis)):
+                inits.append(numpy_helper.from_array(np.array([value], np.int64), f"{name}{k}"))
+            nodes.append(helper.make_node("Slice", [current, f"st{k}", f"en{k}", f"ax{k}"], [out]))
+            shape = list(shape)
+            shape[axis] = max(1, shape[axis] - 1)
+        elif op == "ReduceMean":
+            axis = draw_int(0, rank - 1)
+            keep = draw_int(0, 1) if rank > 1 else 1
+            nodes.append(helper.make_node("ReduceMean", [current], [out], axes=[axis],
+                                          keepdims=keep))
+            shape = [1 if i == axis else v for i, v in enumerate(shape)] if keep else \
+                [v for i, v in enumerate(shape) if i != axis]
+        elif op == "Softmax":
+            nodes.append(helper.make_node("Softmax", [current], [out],
+                                          axis=draw_int(0, rank - 1)))
+        elif op == "Conv" and rank == 4:
+            inits.append(numpy_helper.from_array(rand(2, shape[1], 1, 1), f"w{k}"))
+            nodes.append(helper.make_node("Conv", [current, f"w{k}"], [out]))
+            shape = [shape[0], 2, shape[2], shape[3]]
+        elif op == "Squeeze" and 1 in shape and rank > 1:
+            axis = shape.index(1)
+            inits.append(numpy_helper.from_array(np.array([axis], np.int64), f"q{k}"))
+            nodes.append(helper.make_node("Squeeze", [current, f"q{k}"], [out]))
+            shape = shape[:axis] + shape[axis + 1:]
+        else:
+            nodes.append(helper.make_node("Relu", [current], [out]))
+        current = out
+    nodes.append(helper.make_node("Identity", [current], ["y"]))
+    return model(nodes, [tensor("x", [1, 4, 3, 5])], [tensor("y", None)], inits, opset=13)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.sampled_from(LAYOUT_OPS), min_size=1, max_size=7), st.data())
+def test_any_chain_of_axis_moves_computes_what_onnx_computes(ops, data):
+    proto = _layout_model(ops, lambda lo, hi: data.draw(st.integers(lo, hi)))
+    x = rand(1, 4, 3, 5)
+    [want] = onnx_reference(proto, {"x": x})
+    got = evaluate_network(loader.onnx.load_model(proto), {"x": x})["y"]
+    assert got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("perm", [list(p) for p in __import__("itertools").permutations(range(4))])
+def test_every_transpose_then_reshape_reads_the_data_in_the_models_order(perm):
+    shape = [2, 1, 3, 4]
+    after = [shape[p] for p in perm]
+    target = [after[0] * after[1], after[2] * after[3]]
+    proto = model([helper.make_node("Transpose", ["x"], ["t"], perm=perm),
+                   helper.make_node("Reshape", ["t", "s"], ["y"])],
+                  [tensor("x", shape)], [tensor("y", None)],
+                  [numpy_helper.from_array(np.array(target, np.int64), "s")])
+    x = rand(*shape)
+    got = evaluate_network(loader.onnx.load_model(proto), {"x": x})["y"]
+    np.testing.assert_array_equal(got, np.transpose(x, perm).reshape(target))
+
+
+def _conv_then(tail_nodes, tail_inits, head=()):
+    """x -> [head nodes] -> Conv (output c) -> tail nodes -> y."""
+    inits = [numpy_helper.from_array(rand(6, 3, 3, 3), "w"),
+             numpy_helper.from_array(rand(6), "b")] + list(tail_inits)
+    conv_input = head[-1].output[0] if head else "x"
+    nodes = list(head) + [helper.make_node("Conv", [conv_input, "w", "b"], ["c"], name="conv",
+                                           pads=[1, 0, 1, 2])] + list(tail_nodes)
+    return model(nodes, [tensor("x", [2, 3, 7, 6])], [tensor("y", None)], inits)
+
+
+def _const(name, array):
+    return numpy_helper.from_array(np.asarray(array, np.float32), name)
+
+
+AFFINE_TAILS = {
+    # (nodes after the convolution, their constants, whether they fold into it)
+    "mul then add per channel (tf2onnx's batch norm)": (
+        [helper.make_node("Mul", ["c", "s"], ["m"]), helper.make_node("Add", ["m", "t"], ["y"])],
+        [_const("s", rand(1, 6, 1, 1)), _const("t", rand(6, 1, 1))], True),
+    "constant first, then div and sub": (
+        [helper.make_node("Mul", ["s", "c"], ["m"]), helper.make_node("Div", ["m", "d"], ["q"]),
+         helper.make_node("Sub", ["q", "t"], ["y"])],
+        [_const("s", rand(6, 1, 1)), _const("d", np.abs(rand(6, 1, 1)) + 1),
+         _const("t", [2.5])], True),
+    "batch norm then a scalar add": (
+        [helper.make_node("BatchNormalization", ["c", "g", "be", "mu", "var"], ["n"]),
+         helper.make_node("Add", ["n", "t"], ["y"])],
+        [_const("g", rand(6)), _const("be", rand(6)), _const("mu", rand(6)),
+         _const("var", np.abs(rand(6)) + 0.1), _const("t", 0.5)], True),
+    "a constant varying along the width is not per channel": (
+        [helper.make_node("Mul", ["c", "s"], ["y"])], [_const("s", rand(1, 1, 1, 6))], False),
+    "a constant divided by the convolution is not affine": (
+        [helper.make_node("Div", ["d", "c"], ["y"])], [_const("d", np.abs(rand(6, 1, 1)) + 1)],
+        False),
+}
+
+
+@pytest.mark.parametrize("case", AFFINE_TAILS, ids=list(AFFINE_TAILS))
+def test_per_channel_affine_layers_after_a_convolution_fold_into_it(case):
+    nodes, inits, folds = AFFINE_TAILS[case]
+    proto = _conv_then(nodes, inits)
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    layers = [layer.type for layer in net.layers]
+    assert (layers.count("Convolution2d") == len(layers) - layers.count("Transpose")) == folds
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("pads, mode, value, folds", [
+    ([0, 0, 1, 2, 0, 0, 3, 0], "constant", None, True),      # zeros around H and W
+    ([0, 0, 1, 2, 0, 0, 3, 0], "constant", 1.0, False),      # not zeros
+    ([0, 0, 1, 2, 0, 0, 3, 0], "reflect", None, False),
+    ([0, 1, 0, 0, 0, 0, 0, 0], "constant", None, False),     # pads the channels
+])
+def test_a_zero_pad_read_only_by_a_convolution_becomes_its_padding(pads, mode, value, folds):
+    """The Pad's zeros and the Conv's own pads add up; any other Pad stays a layer."""
+    inputs = ["x", "pads"] + (["v"] if value is not None else [])
+    inits = [numpy_helper.from_array(np.array(pads, np.int64), "pads")]
+    if value is not None:
+        inits.append(_const("v", value))
+    head = [helper.make_node("Pad", inputs, ["p"], mode=mode)]
+    channels = 3 + pads[1] + pads[5]
+    proto = _conv_then([helper.make_node("Relu", ["c"], ["y"])], inits, head)
+    if channels != 3:
+        proto.graph.initializer[0].CopyFrom(numpy_helper.from_array(rand(6, channels, 3, 3), "w"))
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    assert ("Pad" not in [layer.type for layer in net.layers]) == folds
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def test_a_pad_that_another_node_also_reads_stays_a_layer():
+    inits = [numpy_helper.from_array(np.array([0, 0, 1, 1, 0, 0, 1, 1], np.int64), "pads")]
+    head = [helper.make_node("Pad", ["x", "pads"], ["p"])]
+    proto = _conv_then([helper.make_node("ReduceMean", ["p"], ["r"], axes=[1, 2, 3]),
+                        helper.make_node("Add", ["c", "r"], ["y"])], inits, head)
+    x = rand(2, 3, 7, 6)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    assert "Pad" in [layer.type for layer in net.layers]
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)

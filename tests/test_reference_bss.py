@@ -41,9 +41,9 @@ with loader.Runtime(dynamic_backends_path=sys.argv[1]) as runtime:
         if round == 0:  # the pool started its workers, as many as REFERENCE_BACKEND_THREADS says
             started = len(os.listdir("/proc/self/task")) - before
             assert started == threads - 1, (started, threads)
-        np.testing.assert_allclose(y, ref.fully_connected(x, w, None, True), rtol=1e-4, atol=1e-3)
+        np.testing.assert_allclose(y, ref.normalization.fully_connected(x, w, None, True), rtol=1e-4, atol=1e-3)
         [y] = backend.execute("Convolution2d", [image, filt], {"padding": 1})
-        expected = ref.convolution2d(image, filt, padding=(1, 1, 1, 1))
+        expected = ref.spatial.convolution2d(image, filt, padding=(1, 1, 1, 1))
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-3)
 print("ok")
 """

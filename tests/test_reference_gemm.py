@@ -29,7 +29,7 @@ def backend():
 
 
 def check_fc(y, x, w, bias, transpose):
-    expected = ref.fully_connected(x, w, bias, transpose)
+    expected = ref.normalization.fully_connected(x, w, bias, transpose)
     # float32 sums of k products of N(0, 1) values: the error grows like sqrt(k)
     np.testing.assert_allclose(y, expected, rtol=1e-4, atol=2e-5 * np.sqrt(x.shape[1]))
 
@@ -84,7 +84,7 @@ for n, k, m in [(29, 37, 45), (15, 1, 33), (70, 300, 70)]:
         w = before_a_hole((m, k) if transpose else (k, m))
         w[...] = rng.standard_normal(w.shape)
         [y] = backend.execute("FullyConnected", [x, w], {"transpose_weights": transpose})
-        expected = ref.fully_connected(x, w, None, transpose)
+        expected = ref.normalization.fully_connected(x, w, None, transpose)
         np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-3)
 print("ok")
 """
@@ -113,14 +113,14 @@ for n, k, m, transpose in [(301, 259, 333, True), (513, 300, 97, False), (47, 70
     b = rng.standard_normal(m).astype(np.float32)
     for _ in range(3):      # the split among threads varies from call to call; results may not
         [y] = backend.execute("FullyConnected", [x, w, b], {"transpose_weights": transpose})
-        np.testing.assert_allclose(y, ref.fully_connected(x, w, b, transpose), rtol=1e-4,
+        np.testing.assert_allclose(y, ref.normalization.fully_connected(x, w, b, transpose), rtol=1e-4,
                                    atol=2e-5 * np.sqrt(k))
         [again] = backend.execute("FullyConnected", [x, w, b], {"transpose_weights": transpose})
         np.testing.assert_array_equal(again, y)
 x = rng.standard_normal((1, 30, 30, 24)).astype(np.float32)
 w = rng.standard_normal((40, 3, 3, 24)).astype(np.float32)
 [y] = backend.execute("Convolution2d", [x, w], {"padding": 1})
-np.testing.assert_allclose(y, ref.convolution2d(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1)),
+np.testing.assert_allclose(y, ref.spatial.convolution2d(x, w, None, (1, 1), (1, 1, 1, 1), (1, 1)),
                            rtol=1e-4, atol=1e-3)
 print("ok")
 """
@@ -143,7 +143,8 @@ def portable_kernels(request, tmp_path_factory):
     if CC is None or not sources:
         pytest.skip("needs a C compiler and the reference backend's sources")
     sources = [s for s in sources if os.path.basename(s) in
-               ("gemm.c", "gemm_kernels.c", "fully_connected.c", "threading.c", "elementwise.c")]
+               ("gemm.c", "gemm_kernels.c", "fully_connected.c", "threading.c", "elementwise.c",
+                "activation.c")]
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")
     subprocess.run([CC, "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
                     "-Werror", request.param, *sources, "-o", out, "-lm", "-lpthread"],

@@ -1,4 +1,4 @@
-"""Contract section 3: which directories are scanned, in which order, and why others are not."""
+"""Search paths (docs/loading.md): which directories are scanned, in which order, and why others are not."""
 import logging
 import os
 import pathlib

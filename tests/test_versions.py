@@ -1,4 +1,4 @@
-"""Backend API versions (contract section 5.4): what a BackendVersion may hold and the
+"""Backend API versions (docs/loading.md, The checks): what a BackendVersion may hold and the
 compatibility rule."""
 import pickle
 

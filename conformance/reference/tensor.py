@@ -39,14 +39,23 @@ def transpose(x, perm=None):
 
 
 def pad(x, pads, mode="constant", value=0.0):
-    """ONNX's Pad: a negative pad removes elements from that side first."""
+    """ONNX's Pad: a negative pad removes elements from that side first. Constant mode as
+    output index o reading input index o - begin (``value`` where there is none), which is the
+    same wherever the crop leaves elements, and, where a negative pad removes more than the axis
+    holds and the other side's pad adds some back (pads [-4, 2] on 3 elements), gives ONNX
+    Runtime's one element of ``value`` rather than a crop to nothing padded by 2."""
     x = x.astype(np.float64)
     rank = x.ndim
     begin, end = list(pads[:rank]), list(pads[rank:])
+    if mode == "constant":
+        out = np.full([n + b + e for n, b, e in zip(x.shape, begin, end)], value, np.float64)
+        src = [(max(-b, 0), min(n, n + e)) for n, b, e in zip(x.shape, begin, end)]
+        if all(lo < hi for lo, hi in src):
+            out[tuple(slice(lo + b, hi + b) for (lo, hi), b in zip(src, begin))] = \
+                x[tuple(slice(lo, hi) for lo, hi in src)]
+        return out
     crop = tuple(slice(max(-b, 0), x.shape[k] - max(-e, 0))
                  for k, (b, e) in enumerate(zip(begin, end)))
     x = x[crop]
     widths = [(max(b, 0), max(e, 0)) for b, e in zip(begin, end)]
-    if mode == "constant":
-        return np.pad(x, widths, mode="constant", constant_values=value)
     return np.pad(x, widths, mode={"reflect": "reflect", "edge": "edge"}[mode])

@@ -1,4 +1,4 @@
-"""Networks (CONTRACT-networks): building a graph of layers and running it on backends.
+"""Networks (docs/networks.md): building a graph of layers and running it on backends.
 
 - ``network``: ``Network``, built with ``add_*`` calls, every shape checked as it is added;
 - ``serialized``: its plain-data form and the ``.json``/``.yaml`` + ``.npz`` files;

@@ -1,4 +1,4 @@
-"""Loading and running networks (contract rules 12.5, 12.9, 12.10).
+"""Loading and running networks (docs/networks.md).
 
 ``load_network`` checks the network, has ``planning`` decide everything (assignment,
 sub-graphs, the backends' views, steps, buffers), then creates what the plan needs (memory

@@ -1,4 +1,4 @@
-"""Networks (contract sections 11 and 12.10): a graph of layers built with ``add_*`` calls, its
+"""Networks (docs/networks.md): a graph of layers built with ``add_*`` calls, its
 serialized form, and the checks that make a malformed network fail before any backend is called.
 
 A network holds named tensors: inputs, constants (float32 data, copied) and the one output of

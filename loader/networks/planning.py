@@ -1,4 +1,4 @@
-"""Planning a network (contract rules 12.1-12.4): which backend takes each layer, the sub-graphs
+"""Planning a network (docs/networks.md): which backend takes each layer, the sub-graphs
 offered to each backend, the one check of a backend's optimization views, the steps in
 execution order, and where every intermediate tensor lives.
 

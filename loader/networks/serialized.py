@@ -1,4 +1,4 @@
-"""The serialized form of a network (CONTRACT-networks section 11): ``to_dict``'s plain data,
+"""The serialized form of a network (docs/networks.md): ``to_dict``'s plain data,
 ``from_dict``, and the files ``save`` writes and ``load`` reads (``.json`` or ``.yaml``, the
 constants in a ``.npz`` beside it).
 

@@ -28,6 +28,7 @@ class Builder:
         self.readers: Dict[str, list] = {}      # ONNX name -> the nodes that read it
         self.graph_outputs = set()
         self.absorbed: Dict[str, Value] = {}    # outputs of nodes another converter folded in
+        self.folded_pads: Dict[str, list] = {}  # a zero Pad's output -> [top, bottom, left, right]
 
     def value(self, name: str) -> Value:
         """The value of an ONNX name: converted so far, or an initializer read now."""
@@ -126,7 +127,7 @@ class Builder:
         the value's own tensor when its layout moves only axes of extent 1 (a reshape of it
         then needs no transpose), else the logical one."""
         if not value.is_const and value.dtype == np.float32 and _only_unit_axes_move(
-                list(value.layout), [value.shape[p] for p in value.layout]):
+                list(inverse(value.layout)), [value.shape[p] for p in value.layout]):
             return value.tensor
         return self.float_tensor(value)
 

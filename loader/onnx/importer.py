@@ -70,7 +70,11 @@ def import_model(source, input_shapes=None):
                 poisoned.add(name)
                 continue
             stand = builder.unique(f"{name} (refused)")
-            builder.net.add_input(stand, known)
+            try:
+                builder.net.add_input(stand, known)
+            except NetworkError:            # a shape no tensor can have: skip what follows
+                poisoned.add(name)
+                continue
             values[name] = Value.runtime(stand, known)
 
     for index in order:
@@ -96,8 +100,9 @@ def import_model(source, input_shapes=None):
         if any(name in poisoned for name in node.input if name):
             poisoned.update(node.output)    # follows a refused node: not listed again
             continue
-        inputs = [builder.value(name) if name else None for name in node.input]
         try:
+            _check_arity(node, opset, where_node)
+            inputs = [builder.value(name) if name else None for name in node.input]
             attributes = Attributes(node, where_node)
             outputs = convert(builder, node, inputs, attributes, opset)
             unread = sorted(attributes.names() - attributes.read)
@@ -129,10 +134,34 @@ def import_model(source, input_shapes=None):
         value = values.get(value_info.name)
         if value is None:
             raise ModelError(f"{where}: output {value_info.name!r} is produced by no node")
-        _model_output(builder, value_info.name, value, where)
+        try:
+            _model_output(builder, value_info.name, value, where)
+        except Unsupported as reason:
+            raise UnsupportedModelError([("", "(output)", opset, str(reason))]) from None
     net.onnx_origin = dict(builder.origin)
     net.onnx_opset = opset
     return net
+
+
+def _check_arity(node, opset, where):
+    """The node's inputs and outputs against its operator's schema: a count out of range, or a
+    required input left empty, is a malformed node (no converter need check it again)."""
+    import onnx.defs
+    try:
+        schema = onnx.defs.get_schema(node.op_type, opset, "")
+    except Exception:
+        return
+    given = len(node.input)
+    if not schema.min_input <= given <= schema.max_input:
+        raise ModelError(f"{where}: {given} inputs, the operator takes {schema.min_input} to "
+                         f"{schema.max_input}")
+    single = onnx.defs.OpSchema.FormalParameterOption.Single
+    for index, formal in enumerate(schema.inputs[:given]):
+        if formal.option == single and not node.input[index]:
+            raise ModelError(f"{where}: input {index} ({formal.name}) is required")
+    if not schema.min_output <= len(node.output) <= schema.max_output:
+        raise ModelError(f"{where}: {len(node.output)} outputs, the operator has "
+                         f"{schema.min_output} to {schema.max_output}")
 
 
 def _inferred_shapes(proto) -> Dict[str, tuple]:
@@ -268,7 +297,10 @@ def _model_input(builder, value_info, given, where) -> Value:
         raise ModelError(f"input {name!r}: shape {list(shape)} must have every dimension from 1 "
                          f"to 2^40")
     builder.taken.add(name)
-    builder.net.add_input(name, shape)
+    try:
+        builder.net.add_input(name, shape)
+    except NetworkError as error:
+        raise ModelError(f"{where}: {error}") from None
     return Value.runtime(name, shape)
 
 

@@ -1,7 +1,9 @@
 """Convolutions, pooling and Resize: NCHW in the model, NHWC on the backends. Each takes its
 input in NHWC (one transpose where the layout is not that already) and leaves its output there,
-so a chain of such layers pays for no transpose between them. A BatchNormalization that alone
-reads a convolution's output is folded into the convolution's weights."""
+so a chain of such layers pays for no transpose between them. The per-channel affine layers that
+alone read a convolution's output (a BatchNormalization, or the Mul and Add tf2onnx writes for
+one) are folded into the convolution's weights and bias, and a zero Pad that only a convolution
+reads into its padding."""
 import numpy as np
 
 from loader.onnx.builder import NHWC, ints_of, require_const
@@ -84,26 +86,73 @@ def _window_attrs(attrs, x: Value, where, kernel=None):
     return kernel, strides, dilations, pads
 
 
-def _folded_batch_norm(builder, node):
-    """The BatchNormalization that alone reads this node's output, when its parameters are
-    constants: (scale, shift, its output name), so that conv * scale + shift replaces both."""
-    readers = builder.readers.get(node.output[0], [])
-    if len(readers) != 1 or node.output[0] in builder.graph_outputs:
+def _per_channel(array, channels):
+    """A constant that broadcasts over NCHW as one value per channel, as a [channels] vector;
+    None for any other shape."""
+    if array is None or array.dtype.kind != "f" or array.ndim > 4:
         return None
-    bn = readers[0]
-    if bn.op_type != "BatchNormalization" or len(bn.input) < 5 or len(
-            [o for o in bn.output if o]) != 1:
+    padded = (1,) * (4 - array.ndim) + array.shape
+    if padded[0] != 1 or padded[2:] != (1, 1) or padded[1] not in (1, channels):
         return None
-    params = [builder.constant_of(name) for name in bn.input[1:5]]
-    if any(p is None for p in params):
+    return np.broadcast_to(array.reshape(-1).astype(np.float64), (channels,))
+
+
+def _batch_norm_affine(builder, bn, channels):
+    if len(bn.input) < 5 or len([o for o in bn.output if o]) != 1:
         return None
     epsilon = 1e-5
     for attribute in bn.attribute:
         if attribute.name == "epsilon":
             epsilon = attribute.f
-    gamma, beta, mean, variance = (p.astype(np.float64).reshape(-1) for p in params)
+        elif attribute.name == "training_mode" and attribute.i:
+            return None
+        elif attribute.name not in ("momentum", "spatial", "training_mode"):
+            return None
+    params = [builder.constant_of(name) for name in bn.input[1:5]]
+    if any(p is None or p.dtype.kind != "f" or p.shape != (channels,) for p in params):
+        return None
+    gamma, beta, mean, variance = (p.astype(np.float64) for p in params)
     scale = gamma / np.sqrt(variance + epsilon)
-    return scale, beta - mean * scale, bn.output[0]
+    return scale, beta - mean * scale
+
+
+def _folded_affine(builder, node, channels):
+    """The per-channel affine layers that follow a convolution, each the only reader of what
+    comes before it (a BatchNormalization with constant statistics; a Mul, Div, Add or Sub by a
+    constant of one value per channel: how tf2onnx writes batch normalization): (scale, shift,
+    the outputs they produce), so that conv * scale + shift replaces them all; None if there is
+    none."""
+    scale, shift, absorbed = np.ones(channels), np.zeros(channels), []
+    current = node.output[0]
+    while True:
+        readers = builder.readers.get(current, [])
+        if len(readers) != 1 or current in builder.graph_outputs:
+            break
+        reader = readers[0]
+        if reader.op_type == "BatchNormalization":
+            step = _batch_norm_affine(builder, reader, channels)
+            if step is None:
+                break
+            scale, shift = scale * step[0], shift * step[0] + step[1]
+        elif reader.op_type in ("Mul", "Div", "Add", "Sub") and len(reader.input) == 2 \
+                and not reader.attribute:
+            first = reader.input[0] == current
+            other = _per_channel(builder.constant_of(reader.input[1 if first else 0]), channels)
+            if other is None or (reader.op_type in ("Div", "Sub") and not first):
+                break
+            if reader.op_type == "Mul":
+                scale, shift = scale * other, shift * other
+            elif reader.op_type == "Div":
+                scale, shift = scale / other, shift / other
+            elif reader.op_type == "Add":
+                shift = shift + other
+            else:
+                shift = shift - other
+        else:
+            break
+        absorbed.append(reader.output[0])
+        current = reader.output[0]
+    return (scale, shift, absorbed) if absorbed else None
 
 
 @converts("Conv")
@@ -121,16 +170,19 @@ def conv(builder, node, inputs, attrs, opset):
         raise ModelError(f"{where}: {groups} groups for {x.shape[1]} input channels and weights "
                          f"{list(w.shape)}")
     kernel, strides, dilations, pads = _window_attrs(attrs, x, where, list(w.shape[2:]))
+    extra = builder.folded_pads.get(node.input[0])     # a zero Pad before it, folded in
+    if extra is not None:
+        pads = [p + q for p, q in zip(pads, extra)]
     one_d = x.rank == 3
     x, w = _lift(builder, x), _lift(builder, w) if w.is_const or one_d else w
     if kernel != list(w.shape[2:]):
         raise ModelError(f"{where}: kernel_shape {kernel} differs from the weights {list(w.shape)}")
     weights = w.const
     bias_const = bias.const if bias is not None and bias.is_const else None
-    folded = _folded_batch_norm(builder, node) if weights is not None and \
+    folded = _folded_affine(builder, node, out_channels) if weights is not None and \
         (bias is None or bias.is_const) else None
     if folded is not None:
-        scale, shift, bn_output = folded
+        scale, shift, _ = folded
         weights = (weights.astype(np.float64) * scale.reshape(-1, 1, 1, 1)).astype(np.float32)
         base = bias_const.astype(np.float64) if bias_const is not None else 0.0
         bias_const = (base * scale + shift).astype(np.float32)
@@ -154,8 +206,8 @@ def conv(builder, node, inputs, attrs, opset):
     tensor = builder.layer(kind, operands, descriptor)
     shape = _nchw_shape(builder, tensor)
     result = _lower(builder, Value.runtime(tensor, shape, NHWC), one_d)
-    if folded is not None:
-        builder.absorbed[folded[2]] = result
+    for name in (folded[2] if folded is not None else ()):
+        builder.absorbed[name] = result
     return [result]
 
 

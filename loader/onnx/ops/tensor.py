@@ -188,6 +188,27 @@ def concat_values(builder, parts, axis) -> Value:
                                        {"axis": inverse(layout)[axis]}), shape, layout)
 
 
+def _padding_a_convolution_takes(builder, node, x, begin, end, mode, value):
+    """[top, bottom, left, right] when this Pad adds zeros around the two spatial axes of a
+    run-time NCHW tensor that one 2-D Conv alone reads as its data (with explicit pads), so
+    that the Conv can pad by that much more; None otherwise."""
+    output = node.output[0]
+    readers = builder.readers.get(output, [])
+    if x.is_const or x.rank != 4 or mode != "constant" or value != 0.0 or \
+            output in builder.graph_outputs or len(readers) != 1:
+        return None
+    if begin[:2] != [0, 0] or end[:2] != [0, 0] or min(begin + end) < 0:
+        return None
+    conv = readers[0]
+    if conv.op_type != "Conv" or conv.domain not in ("", "ai.onnx") or \
+            list(conv.input[:1]) != [output] or output in conv.input[1:]:
+        return None
+    for attribute in conv.attribute:
+        if attribute.name == "auto_pad" and attribute.s not in (b"", b"NOTSET"):
+            return None
+    return [begin[2], end[2], begin[3], end[3]]
+
+
 @converts("Pad", since=11)
 def pad(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (Pad)"
@@ -208,6 +229,10 @@ def pad(builder, node, inputs, attrs, opset):
     begin, end = [0] * x.rank, [0] * x.rank
     for k, axis in enumerate(axes):
         begin[axis], end[axis] = pads[k], pads[len(axes) + k]
+    spatial = _padding_a_convolution_takes(builder, node, x, begin, end, mode, value)
+    if spatial is not None:     # the Conv that alone reads it pads by as much more instead
+        builder.folded_pads[node.output[0]] = spatial
+        return [x]
     if x.is_const:
         from conformance.reference.tensor import pad as reference_pad
         return [Value.constant(reference_pad(x.const, begin + end, mode, value)

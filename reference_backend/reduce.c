@@ -1,0 +1,180 @@
+/*
+ * Reduce over any set of axes. The plan merges adjacent axes of the same kind, so the input is
+ * at most 6 alternating groups of kept and reduced axes; the innermost group is a contiguous run
+ * that is either reduced into one output (a horizontal reduction in independent partial sums) or
+ * kept (added lane by lane into as many consecutive outputs). Sums accumulate in double.
+ */
+#include <math.h>
+
+#include "kernels_internal.h"
+
+enum { MEAN, SUM, MAX, MIN, PROD, L1, L2, SUM_SQUARE, LOG_SUM_EXP };
+
+/* How each input element enters a sum. */
+enum { PLAIN, ABSOLUTE, SQUARE, EXP_SHIFTED };
+
+static inline double term(float v, int how, float shift)
+{
+    switch (how) {
+    case ABSOLUTE: return fabs((double)v);
+    case SQUARE: return (double)v * (double)v;
+    case EXP_SHIFTED: return exp((double)v - (double)shift);
+    default: return (double)v;
+    }
+}
+
+/* The sum of terms of a contiguous run, in 8 independent partial sums. */
+static double run_sum(const float *x, int64_t n, int how, float shift)
+{
+    double lane[8] = { 0 };
+    int64_t i = 0;
+    if (how == PLAIN)
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] += (double)x[i + l];
+    else if (how == SQUARE)
+        for (; i + 8 <= n; i += 8)
+            for (int l = 0; l < 8; l++)
+                lane[l] += (double)x[i + l] * (double)x[i + l];
+    double s = 0.0;
+    for (; i < n; i++)
+        s += term(x[i], how, shift);
+    return s + ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+}
+
+typedef struct walk {
+    int groups;                         /* the outer groups, before the innermost */
+    int64_t extent[6], in_stride[6], out_stride[6];
+    int64_t run;                        /* the innermost group's extent */
+    int inner_reduced;
+} walk;
+
+static void make_walk(const rk_reduce_plan *p, walk *w)
+{
+    int64_t in, out;
+    w->groups = p->rank - 1;
+    w->run = p->extent[p->rank - 1];
+    w->inner_reduced = (int)(p->reduced >> (p->rank - 1)) & 1;
+    in = w->run;
+    out = w->inner_reduced ? 1 : w->run;
+    for (int d = p->rank - 2; d >= 0; d--) {
+        int reduced = (int)(p->reduced >> d) & 1;
+        w->extent[d] = p->extent[d];
+        w->in_stride[d] = in;
+        w->out_stride[d] = reduced ? 0 : out;
+        in *= p->extent[d];
+        if (!reduced)
+            out *= p->extent[d];
+    }
+}
+
+/* Runs `body` for every innermost run with in_off and out_off its input and output offsets. */
+#define FOR_EACH_RUN(w, in_off, out_off, body)                                  \
+    do {                                                                        \
+        int64_t idx_[6] = { 0 }, in_off = 0, out_off = 0, runs_ = 1;            \
+        for (int d_ = 0; d_ < (w)->groups; d_++)                                \
+            runs_ *= (w)->extent[d_];                                           \
+        for (int64_t r_ = 0; r_ < runs_; r_++) {                                \
+            body;                                                               \
+            for (int d_ = (w)->groups - 1; d_ >= 0; d_--) {                     \
+                in_off += (w)->in_stride[d_];                                   \
+                out_off += (w)->out_stride[d_];                                 \
+                if (++idx_[d_] < (w)->extent[d_])                               \
+                    break;                                                      \
+                in_off -= (w)->in_stride[d_] * (w)->extent[d_];                 \
+                out_off -= (w)->out_stride[d_] * (w)->extent[d_];               \
+                idx_[d_] = 0;                                                   \
+            }                                                                   \
+        }                                                                       \
+    } while (0)
+
+/* y = max (or min) of each output's elements. NaN propagates, as NumPy's. */
+static void extreme(const float *x, float *y, const walk *w, int64_t outputs, int maximum)
+{
+    const int64_t n = w->run;
+    for (int64_t o = 0; o < outputs; o++)
+        y[o] = maximum ? -INFINITY : INFINITY;
+    FOR_EACH_RUN(w, in, out, {
+        const float *xr = x + in;
+        if (w->inner_reduced) {
+            float m = y[out];
+            for (int64_t i = 0; i < n; i++)
+                m = xr[i] != xr[i] || (maximum ? xr[i] > m : xr[i] < m) ? xr[i] : m;
+            y[out] = m;
+        } else {
+            float *yr = y + out;
+            for (int64_t i = 0; i < n; i++)
+                yr[i] = xr[i] != xr[i] || (maximum ? xr[i] > yr[i] : xr[i] < yr[i]) ? xr[i] : yr[i];
+        }
+    });
+}
+
+/* acc = the sum of terms (or the product) of each output's elements; shift per output. */
+static void accumulate(const float *x, double *acc, const walk *w, int64_t outputs, int how,
+                       int product, const float *shift)
+{
+    const int64_t n = w->run;
+    for (int64_t o = 0; o < outputs; o++)
+        acc[o] = product ? 1.0 : 0.0;
+    FOR_EACH_RUN(w, in, out, {
+        const float *xr = x + in;
+        if (w->inner_reduced) {
+            if (product)
+                for (int64_t i = 0; i < n; i++)
+                    acc[out] *= (double)xr[i];
+            else
+                acc[out] += run_sum(xr, n, how, shift ? shift[out] : 0.0f);
+        } else {
+            double *ar = acc + out;
+            if (product)
+                for (int64_t i = 0; i < n; i++)
+                    ar[i] *= (double)xr[i];
+            else if (how == PLAIN)
+                for (int64_t i = 0; i < n; i++)
+                    ar[i] += (double)xr[i];
+            else
+                for (int64_t i = 0; i < n; i++)
+                    ar[i] += term(xr[i], how, shift ? shift[out + i] : 0.0f);
+        }
+    });
+}
+
+int rk_reduce(const float *x, float *y, const rk_reduce_plan *p)
+{
+    walk w;
+    int64_t outputs = 1;
+    make_walk(p, &w);
+    for (int d = 0; d < p->rank; d++)
+        if (!((p->reduced >> d) & 1))
+            outputs *= p->extent[d];
+    if (p->function == MAX || p->function == MIN) {
+        extreme(x, y, &w, outputs, p->function == MAX);
+        return 0;
+    }
+    double *acc = malloc((size_t)outputs * sizeof *acc);
+    if (acc == NULL)
+        return 1;
+    if (p->function == LOG_SUM_EXP) {
+        /* shifted by each output's maximum (0 where that is not finite, as the reference) */
+        extreme(x, y, &w, outputs, 1);
+        for (int64_t o = 0; o < outputs; o++)
+            y[o] = isfinite(y[o]) ? y[o] : 0.0f;
+        accumulate(x, acc, &w, outputs, EXP_SHIFTED, 0, y);
+        for (int64_t o = 0; o < outputs; o++)
+            y[o] = (float)(log(acc[o]) + (double)y[o]);
+        free(acc);
+        return 0;
+    }
+    int how = p->function == L1 ? ABSOLUTE : p->function == L2 || p->function == SUM_SQUARE ? SQUARE : PLAIN;
+    accumulate(x, acc, &w, outputs, how, p->function == PROD, NULL);
+    for (int64_t o = 0; o < outputs; o++) {
+        double v = acc[o];
+        if (p->function == MEAN)
+            v /= (double)p->count;
+        else if (p->function == L2)
+            v = sqrt(v);
+        y[o] = (float)v;
+    }
+    free(acc);
+    return 0;
+}
