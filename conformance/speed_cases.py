@@ -24,7 +24,9 @@ SPEED_SPECS = [
 ]
 
 
-def _reference_backend():
+def _reference_backend(hosted=False):
+    """The reference backend, in a backend host of its own when the backend under test runs in
+    one (each call then costs a round trip for both)."""
     import reference_backend
     from loader import _core
     library, reason, detail = _core.Library.open(reference_backend.LIBRARY_PATH)
@@ -32,6 +34,9 @@ def _reference_backend():
         return None
     major, minor = library.read_version()
     library.accept(library.read_backend_id().decode("ascii"), major, minor)
+    if hosted:
+        from loader.host import HostSettings, HostedLibrary
+        library = HostedLibrary.adopt(library, HostSettings(None, 0, {}))
     return library.create_backend()
 
 
@@ -48,9 +53,17 @@ def _best_time(prepared, rounds=5, per_round=5):
 @case("speed.layers", "PERF-1", tier="full")
 def _speed(subject):
     backend = subject.backend()
-    reference = _reference_backend()
+    reference = _reference_backend(getattr(backend, "hosted", False))
     if reference is None:
         raise NotSupported("the reference backend cannot be loaded here")
+    try:
+        return _compare(subject, backend, reference)
+    finally:
+        if getattr(reference, "hosted", False):
+            reference.library.close()               # its host goes now
+
+
+def _compare(subject, backend, reference):
     findings, measured, ratios = [], 0, []
     for spec in SPEED_SPECS:
         shapes = [tuple(s) for s in spec["inputs"]]

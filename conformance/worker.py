@@ -79,6 +79,11 @@ class Subject:
                 self.library = tracing.Traced(HostedSubjectLibrary(library, self._hosted(
                     library, backend_id, major, minor)), self.record)
 
+    def host(self):
+        """The backend host serving the backends (None in process)."""
+        target = getattr(self.library, "_target", None)
+        return target.hosted.host if isinstance(target, HostedSubjectLibrary) else None
+
     def _hosted(self, library, backend_id, major, minor):
         from conformance import resource_usage
         from loader.host import HostSettings, HostedLibrary
@@ -121,17 +126,14 @@ def run_case(subject: Subject, case) -> dict:
     import loader
     subject.record.clear()
     layer = None
+    host = subject.host()
+    crashes = host.crash_count if host is not None else 0
     try:
         if subject.library is None and case.id != "entry.load":
             raise cases.Failed(f"the library is not loaded: {subject.load_failure}")
         status, message = "PASS", case.function(subject) or ""
     except loader.BackendCrashedError as error:    # in a backend host: the worker lives on
-        outcome = {"status": "TIMEOUT" if isinstance(error, loader.BackendTimeoutError)
-                   else "CRASH", "message": str(error).split("\n", 1)[0], "layer": None,
-                   "call": error.call, "output": error.output}
-        subject.record.clear()
-        gc.collect()
-        return outcome
+        status, message = "CRASH", str(error).split("\n", 1)[0]
     except cases.LayerMismatch as error:
         status, message, layer = "FAIL", str(error), error.layer_case
     except cases.Failed as error:
@@ -150,6 +152,14 @@ def run_case(subject: Subject, case) -> dict:
     subject.record.note("destroy (objects the case left to the garbage collector)")
     gc.collect()
     subject.record.clear()
+    ended = host.crashes_since(crashes) if host is not None else []
+    if ended:       # a case may have taken the error for a failure and gone on: it was a crash
+        first = ended[0]
+        more = f" ({len(ended)} host processes ended during the case)" if len(ended) > 1 else ""
+        return {"status": "TIMEOUT" if first.timeout is not None else "CRASH",
+                "message": f"backend {host.library.backend_id!r}: its host process "
+                           f"{first.describe()}{more}", "layer": layer, "call": first.call,
+                "output": first.output}
     return {"status": status, "message": message, "layer": layer}
 
 

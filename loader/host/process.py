@@ -160,7 +160,8 @@ class HostProcess:
         self._status = None              # the status page of the host in service
         self._pid = None
         self.generation = 0              # of the host in service, or of the last one
-        self._crashes: Dict[int, Crash] = {}
+        self._crashes: Dict[int, Crash] = {}   # generation -> how its host ended
+        self.crash_count = 0             # hosts that crashed, exited or were killed so far
         self._consecutive = 0
         self._last_crash_kind = None
         self.unavailable: Optional[str] = None
@@ -294,6 +295,7 @@ class HostProcess:
         crash = Crash(note or wire.CALLS.get(op, op), signal_, exit_status, tail,
                       self.settings.call_timeout if timed_out else None, protocol)
         self._crashes[self.generation] = crash
+        self.crash_count += 1
         if len(self._crashes) > 64:
             del self._crashes[min(self._crashes)]
         self._consecutive += 1
@@ -334,6 +336,11 @@ class HostProcess:
             self._stop(kill=kill)
 
     # -- calls ---------------------------------------------------------------------------
+
+    def crashes_since(self, count: int):
+        """How the hosts ended that ended after ``crash_count`` was ``count`` (the last 64)."""
+        return [self._crashes[g] for g in sorted(self._crashes)][-(self.crash_count - count):] \
+            if self.crash_count > count else []
 
     def check(self, owner):
         """Raise what using ``owner`` (a proxy) raises now, without calling the host."""
