@@ -7,6 +7,9 @@ The fault backends (mock_backends/faults) strike in the call MOCK_FAULT_IN names
 MOCK_FAULT_EVERY-th time; each test sets both before its host starts."""
 import os
 import signal
+import subprocess
+import sys
+import threading
 
 import numpy as np
 import pytest
@@ -124,14 +127,20 @@ def test_a_fault_in_any_call_raises_naming_the_call_and_the_runtime_goes_on(faul
         assert runtime.create_backend(backend_id).get_id() == backend_id
 
 
-def test_a_thread_leaked_in_a_call_stays_in_the_host_and_ends_with_it(fault_runtime):
-    runtime = fault_runtime("leak_thread", "execute")
+@pytest.mark.parametrize("call", ["BackendFactory", "create_workload", "execute",
+                                  "optimize_subgraph", "compiled_execute"])
+def test_a_thread_leaked_in_a_call_stays_in_the_host_and_ends_with_it(fault_runtime, call):
+    runtime = fault_runtime("leak_thread", call)
+    threads = threading.active_count()
+    loaded = runtime.load_network(relu_network())
     backend = runtime.create_backend("FaultLeakThread")
     workload = _workload(backend)
     for _ in range(3):
         np.testing.assert_array_equal(workload.execute([X])[0], [0, 2, 0, 4])
+        np.testing.assert_array_equal(loaded.execute({"x": X})["y"], [0, 2, 0, 4])
     pid = backend.host.pid
-    assert len(os.listdir(f"/proc/{pid}/task")) == 4          # the loop and three leaked
+    assert len(os.listdir(f"/proc/{pid}/task")) > 1           # the loop and what leaked
+    assert threading.active_count() == threads
     runtime.close()
     assert not os.path.exists(f"/proc/{pid}")
 
@@ -242,3 +251,72 @@ def test_a_host_killed_from_outside_is_reported_by_its_signal(backend_dir):
             backend.is_layer_supported("Softmax", [(2, 3)])
         assert raised.value.call == "is_layer_supported"
         assert rt.create_backend("CpuRef").is_layer_supported("Softmax", [(2, 3)])
+
+
+def test_the_application_of_the_docs_keeps_running_and_leaks_nothing():
+    """examples/crashing_backend.py: a two-backend network, one backend segfaulting in every
+    tenth execute."""
+    example = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                           "examples", "crashing_backend.py")
+    if not os.path.exists(example):
+        pytest.skip("examples/ is not beside the tests")
+    result = subprocess.run([sys.executable, example, "--executes", "30"], capture_output=True,
+                            text=True, cwd="/", timeout=120)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "30 executes: 27 right, 0 wrong, 3 crashed (FaultCrash: SIGSEGV in execute " \
+           "(compiled sub-graph))" in result.stdout
+    assert "nothing leaked" in result.stdout
+
+
+# -- settings ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value, error", [(0, ValueError), (-1, ValueError),
+                                          (float("inf"), ValueError), (1e6, ValueError),
+                                          ("5", TypeError), (True, TypeError)])
+def test_a_bad_call_timeout_is_a_clean_error(value, error):
+    with pytest.raises(error, match="call_timeout"):
+        loader.Runtime(backend_host="process", call_timeout=value)
+
+
+@pytest.mark.parametrize("arguments, error", [
+    ({"backend_host": "subprocess"}, ValueError), ({"max_restarts": -1}, ValueError),
+    ({"max_restarts": 2.0}, TypeError)])
+def test_bad_host_arguments_are_clean_errors(arguments, error):
+    with pytest.raises(error):
+        loader.Runtime(**arguments)
+
+
+def test_the_environment_chooses_hosts_and_the_argument_wins(monkeypatch, backend_dir):
+    install_reference(backend_dir)
+    monkeypatch.setenv("DYNAMIC_BACKEND_HOST", " Process ")
+    monkeypatch.setenv("DYNAMIC_BACKEND_CALL_TIMEOUT", "none")
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        settings = rt.report["settings"]
+        assert (settings["backend_host"], settings["call_timeout"]) == ("process", None)
+        assert settings["sources"]["backend_host"] == "DYNAMIC_BACKEND_HOST"
+        assert settings["sources"]["call_timeout"] == "DYNAMIC_BACKEND_CALL_TIMEOUT"
+        assert rt.create_backend("CpuRef").host.pid is not None
+    monkeypatch.setenv("DYNAMIC_BACKEND_CALL_TIMEOUT", "2.5")
+    with loader.Runtime(dynamic_backends_path=str(backend_dir), call_timeout=None) as rt:
+        assert rt.report["settings"]["call_timeout"] is None
+        assert rt.report["settings"]["sources"]["call_timeout"] == "argument"
+    with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
+        assert rt.report["settings"]["call_timeout"] == 2.5
+    with loader.Runtime(dynamic_backends_path=str(backend_dir), backend_host="in-process") as rt:
+        assert isinstance(rt.create_backend("CpuRef"), loader.Backend)
+        assert rt.report["settings"]["call_timeout"] is None
+
+
+@pytest.mark.parametrize("variable, value", [("DYNAMIC_BACKEND_HOST", "yes"),
+                                             ("DYNAMIC_BACKEND_CALL_TIMEOUT", "0"),
+                                             ("DYNAMIC_BACKEND_CALL_TIMEOUT", "soon")])
+def test_bad_values_in_the_environment_are_ignored_with_a_note(monkeypatch, caplog, variable,
+                                                               value):
+    monkeypatch.setenv(variable, value)
+    with loader.Runtime() as rt:
+        settings = rt.report["settings"]
+        assert settings["backend_host"] == "in-process"
+        assert settings["sources"]["backend_host"] == "default"
+        assert settings["sources"]["call_timeout"] == "default"
+        assert any(variable in note and repr(value) in note for note in rt.report["notes"])
+    assert any(variable in r.getMessage() for r in caplog.records)
