@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -320,3 +321,18 @@ def test_bad_values_in_the_environment_are_ignored_with_a_note(monkeypatch, capl
         assert settings["sources"]["call_timeout"] == "default"
         assert any(variable in note and repr(value) in note for note in rt.report["notes"])
     assert any(variable in r.getMessage() for r in caplog.records)
+
+
+def test_closing_the_runtime_ends_a_call_that_hangs_without_a_timeout(fault_runtime):
+    runtime = fault_runtime("hang", "execute", call_timeout=None)
+    workload = _workload(runtime.create_backend("FaultHang"))
+    pid = workload._host.pid
+    raised = []
+    caller = threading.Thread(target=lambda: raised.append(pytest.raises(
+        loader.BackendCrashedError, workload.execute, [X])))
+    caller.start()
+    time.sleep(0.2)                                   # the call hangs in the host now
+    runtime.close()
+    caller.join(timeout=10)
+    assert not caller.is_alive() and not os.path.exists(f"/proc/{pid}")
+    assert raised and raised[0].value.signal == "SIGKILL" and raised[0].value.call == "execute"

@@ -80,7 +80,8 @@ class Crash:
         if self.protocol is not None:
             return f"broke the channel's protocol in {self.call} ({self.protocol}) and was killed"
         how = (f"was killed by {self.signal}" if self.signal is not None
-               else f"exited with status {self.exit_status}")
+               else f"exited with status {self.exit_status}" if self.exit_status is not None
+               else "ended (how is unknown: its status was collected elsewhere)")
         return f"{how} in {self.call}"
 
 
@@ -255,15 +256,19 @@ class HostProcess:
         if kill:
             self._kill_group(pid)
         deadline = time.monotonic() + SHUTDOWN_SECONDS
-        while True:
-            done, status = os.waitpid(pid, os.WNOHANG)
-            if done:
-                break
-            if time.monotonic() > deadline:
-                self._kill_group(pid)
-                done, status = os.waitpid(pid, 0)
-                break
-            time.sleep(0.0005)
+        status = None
+        try:
+            while True:
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    break
+                if time.monotonic() > deadline:
+                    self._kill_group(pid)
+                    done, status = os.waitpid(pid, 0)
+                    break
+                time.sleep(0.0005)
+        except ChildProcessError:     # reaped elsewhere (SIGCHLD ignored, a blanket wait())
+            status = None
         # Anything the backend started in the host's group goes with it (the group's id stays
         # reserved until the last member is reaped, so this reaches no other process).
         self._kill_group(pid)
@@ -275,6 +280,8 @@ class HostProcess:
         if self._status is not None:
             self._status.close()
             self._status = None
+        if status is None:
+            return None, None
         if os.WIFSIGNALED(status):
             return signal_name(os.WTERMSIG(status)), None
         return None, os.WEXITSTATUS(status)
@@ -323,9 +330,15 @@ class HostProcess:
 
     def close(self):
         """Stop the host: ask it to destroy everything, reap it (killing it if it does not end
-        in time). Idempotent; later calls raise."""
-        with self._lock:
-            self._closed = True
+        in time, or if a call in another thread does not let go of it). Idempotent; later calls
+        raise."""
+        self._closed = True
+        if not self._lock.acquire(timeout=SHUTDOWN_SECONDS):
+            pid = self._pid                 # a call hangs: ending its host ends the call
+            if pid is not None and self._channel is not None:
+                self._kill_group(pid)
+            self._lock.acquire()
+        try:
             if self._channel is None:
                 return
             try:
@@ -334,6 +347,8 @@ class HostProcess:
             except (wire.HostChannelClosed, wire.HostChannelTimeout, wire.HostProtocolError):
                 kill = True
             self._stop(kill=kill)
+        finally:
+            self._lock.release()
 
     # -- calls ---------------------------------------------------------------------------
 
