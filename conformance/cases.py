@@ -16,14 +16,18 @@ here for the runner, the worker and the command line.
     raw_messages       MSG-1: message buffers of 0, 1 and 16 bytes with canaries
     raw_buffers        EXEC-1, ABI-5: execute given wrong buffers; the kit's counting allocator
     raw_lifecycle      LIFE-4 through ctypes: a memory manager's calls out of order
+    raw_descriptors    SUP-4, ABI-6 through ctypes: misused and older descriptors of 1.3
     guarded            MEM-1: buffers against guard pages
     generated          LAYER-1, LAYER-2: seeded sweeps, repeated execution of one workload
+    generated_*        LAYER-3: the sweeps of the layers and members of Backend API 1.3
     speed_cases        PERF-1: speed against the reference backend
 """
 from conformance import (file_cases, entry_cases, abi_cases, leak_cases,  # noqa: F401
                          lifecycle_cases, support_cases, fixed_layer_cases, concurrency_cases,
                          network_cases, raw_types, raw_messages, raw_buffers, raw_lifecycle,
-                         guarded, generated, speed_cases)
+                         raw_descriptors,
+                         guarded, generated, generated_elementwise, generated_tensor,
+                         generated_spatial, generated_normalization, speed_cases)
 from conformance.entry_cases import INFO  # noqa: F401
 from conformance.registry import (CASES, STAGES, TIERS, Case, Failed, LayerMismatch,  # noqa: F401
                                   NotSupported, Warning_, case, ordered_cases)

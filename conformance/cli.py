@@ -119,7 +119,8 @@ def _run(parser, args) -> int:
         _write_output("--json", args.json, json.dumps(document, indent=2).encode() + b"\n")
     if args.junit_xml:
         _write_output("--junit-xml", args.junit_xml, report.junit_xml(run))
-    terminal.write(report.terminal_summary(run, expectations))
+    terminal.write(report.terminal_summary(run, expectations,
+                                           report.line_width(terminal, len(run.selected))))
     terminal.flush()
     return _exit_code(run, expectations if args.exit_zero_on_expected else None)
 
@@ -214,7 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--junit-xml", metavar="FILE", help="write JUnit XML to FILE ('-': standard "
                      "output)")
     run.add_argument("-k", metavar="EXPR", help="only cases whose id contains one of these "
-                     "comma-separated substrings or globs ('not X' excludes)")
+                     "comma-separated substrings or globs ('not X' excludes; a whole case id "
+                     "selects that case alone)")
     run.add_argument("--expectations", metavar="FILE", help="YAML file of expected failures")
     run.add_argument("--exit-zero-on-expected", action="store_true",
                      help="exit 0 when every failure is listed in --expectations (the verdict "

@@ -12,11 +12,9 @@ The shapes and parameters are fixed; the values come from the run's seed (``--se
 report and in every reproduce command) and the case id; conformance/layer_runs.py makes them and
 judges the outputs.
 """
-from typing import Dict, List
-
-from conformance.layer_runs import (WEIGHTED, compare, describe, execute, inputs_for, layer_cases,
-                                    spec)
-from conformance.registry import Failed, LayerMismatch, NotSupported, case
+from conformance.families import register_families
+from conformance.layer_runs import WEIGHTED, compare, describe, inputs_for, layer_cases, spec
+from conformance.registry import Failed, NotSupported, case
 
 
 # -- the sweeps --------------------------------------------------------------------------------
@@ -148,70 +146,11 @@ def _reshapes():
     return [spec("reshape", i, "Reshape", [a], {"shape": b}) for i, (a, b) in enumerate(pairs)]
 
 
-FAMILIES = {
+register_families({
     "activation": _activations, "broadcast": _broadcasts, "fully-connected": _fully_connected,
     "convolution": _convolutions, "depthwise": _depthwise, "pooling": _poolings,
     "softmax": _softmaxes, "reshape": _reshapes,
-}
-
-_SPECS: Dict[str, List[dict]] = {}
-
-
-def specs(family) -> List[dict]:
-    if family not in _SPECS:
-        _SPECS[family] = FAMILIES[family]()
-    return _SPECS[family]
-
-
-def owner(data) -> str:
-    """The fixed case (layer_cases.yaml id) a generated case belongs with: the first of the same
-    layer and, for activations and pooling, the same function. A defect that fixed case already
-    showed is reported there, and this failure is marked as its consequence."""
-    descriptor = data.get("descriptor") or {}
-    for fixed in layer_cases():
-        same = fixed.get("descriptor") or {}
-        if fixed["layer"] == data["layer"] and all(
-                same.get(key) == descriptor.get(key) for key in ("function", "pool")):
-            return fixed["id"]
-    return data["id"]
-
-
-def _family_case(family):
-    def run(subject):
-        import loader
-        backend = subject.backend()
-        failures, owners, ran = [], [], 0
-        for data in specs(family):
-            inputs = inputs_for(data, subject.seed)
-            if not backend.is_layer_supported(data["layer"], inputs, data.get("descriptor")):
-                continue
-            ran += 1
-            subject.working_on(data)
-            subject.note(f"running {describe(data, subject.seed)}")
-            try:
-                [out] = execute(backend, data, inputs)
-                compare(data, inputs, out, subject.seed)
-            except loader.BackendError as error:
-                failures.append(f"{describe(data, subject.seed)}: {error}")
-                owners.append(None)
-            except Failed as failure:
-                failures.append(str(failure))
-                owners.append(owner(data) if isinstance(failure, LayerMismatch) else None)
-        if not ran:
-            raise NotSupported(f"the backend supports none of the {len(specs(family))} generated "
-                               f"{family} cases")
-        if failures:
-            more = f"; then {failures[1]}" if len(failures) > 1 else ""
-            message = (f"{len(failures)} of {ran} generated {family} cases fail; first: "
-                       f"{failures[0]}{more}")
-            if owners[0] is not None:
-                raise LayerMismatch(owners[0], message)
-            raise Failed(message)
-    return run
-
-
-for _family in FAMILIES:
-    case(f"layers.generated-{_family}", "LAYER-1", tier="full")(_family_case(_family))
+}, "LAYER-1")
 
 
 # -- repeated execution of one workload --------------------------------------------------------

@@ -74,7 +74,42 @@ def memory_specs(layer) -> List[dict]:
         "Softmax": [spec("memory", 8, "Softmax", [[7]])],
         "Reshape": [spec("memory", 9, "Reshape", [[7]], {"shape": [7, 1]})],
     }
-    return chosen.get(layer, [])
+    return chosen.get(layer, []) + _memory_specs_1_3().get(layer, [])
+
+
+def _memory_specs_1_3():
+    """The layers and members of Backend API 1.3, where reading past an edge is easiest: a
+    slice walked backwards to index 0, reflection and edge padding, a cubic resize's outer taps,
+    ceil_mode windows past the input, a scattered transposed convolution."""
+    lowest = -2**63
+    shapes = {
+        "Subtraction": ([[3, 1], [5]], None), "Division": ([[2, 3], [1]], None),
+        "Maximum": ([[1], [4, 1]], None), "Minimum": ([[3, 2], [2]], None),
+        "Power": ([[5], [2, 1]], None), "ElementwiseUnary": ([[13]], {"function": "exp"}),
+        "Prelu": ([[3, 5], [5]], None),
+        "Concatenation": ([[2, 3], [1, 3], [4, 3]], {"axis": 0}),
+        "Slice": ([[7, 5]], {"begin": [-1, 0], "end": [lowest, 5], "step": [-1, 2]}),
+        "Transpose": ([[3, 1, 5, 2]], {"perm": [2, 0, 3, 1]}),
+        "Pad": ([[5, 3]], {"pads": [4, 2, 4, 2], "mode": "reflect"}),
+        "Resize": ([[1, 3, 4, 2]], {"size": [7, 5], "mode": "cubic"}),
+        "Reduce": ([[3, 4, 5]], {"function": "sum", "axes": [0, 2], "keep_dims": False}),
+        "BatchNormalization": ([[2, 3], [3], [3], [3], [3]], None),
+        "LayerNormalization": ([[3, 7], [7], [7]], {"axis": -1}),
+        "MatMul": ([[2, 1, 3, 4], [3, 4, 2]], None),
+        "TransposeConvolution2d": ([[1, 3, 3, 2], [2, 3, 3, 3]],
+                                   {"stride": [2, 2], "output_padding": [1, 1]}),
+    }
+    chosen = {layer: [spec("memory13", number, layer, inputs, descriptor)]
+              for number, (layer, (inputs, descriptor)) in enumerate(shapes.items())}
+    extra = [("Convolution2d", [[1, 5, 4, 4], [4, 3, 3, 2]], {"groups": 2, "padding": [1, 1, 1, 1]}),
+             ("Pooling2d", [[1, 5, 5, 1]], {"pool": "average", "kernel": [2, 2], "stride": [2, 2],
+                                           "ceil_mode": True, "count_include_pad": True}),
+             ("Pooling2d", [[1, 6, 5, 2]], {"pool": "l2", "kernel": [2, 2], "dilation": [2, 2],
+                                           "padding": [1, 1, 1, 1], "ceil_mode": True}),
+             ("Softmax", [[7, 3]], {"axis": 0, "log": True})]
+    for number, (layer, inputs, descriptor) in enumerate(extra, len(shapes)):
+        chosen.setdefault(layer, []).append(spec("memory13", number, layer, inputs, descriptor))
+    return chosen
 
 
 def _memory_case(layer_name):

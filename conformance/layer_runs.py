@@ -4,13 +4,12 @@ its tolerances, and the step-by-step runs the cases share.
 
 Fixed cases keep their own seeding (their id); generated ones take their values from the run's
 seed (``--seed``, in the report and in every reproduce command) and their id. References are
-computed in float64 (conformance/reference.py); tolerances grow with the length of the
-reduction behind each output. A NaN or infinity where the reference is finite is always a
-mismatch.
+computed in float64 (conformance/reference/); tolerances are conformance/tolerances.py's. A NaN
+or infinity where the reference is finite is always a mismatch, and so is anything but the
+same infinity where the reference is infinite.
 """
 import contextlib
 import hashlib
-import math
 import os
 from typing import List
 
@@ -18,10 +17,12 @@ import numpy as np
 import yaml
 
 from conformance.registry import LayerMismatch
+from conformance.tolerances import tolerance
 
 DEFAULT_SEED = 20261123
-FLOAT32_UNIT = 2.0 ** -24  # unit roundoff of float32
-WEIGHTED = ("FullyConnected", "Convolution2d", "DepthwiseConvolution2d")  # input 1.. are weights
+WEIGHTED = ("FullyConnected", "Convolution2d", "DepthwiseConvolution2d",
+            "TransposeConvolution2d")  # input 1.. are weights
+FLOAT32_MAX = float(np.finfo(np.float32).max)
 
 
 # -- the fixed cases ---------------------------------------------------------------------------
@@ -37,10 +38,13 @@ def layer_cases() -> List[dict]:
 
 
 def layer_inputs(data):
-    """The inputs of a fixed case, seeded by its id."""
+    """The inputs of a fixed case, seeded by its id: uniform in [-scale, scale), or of the
+    classes its ``kinds`` lists (one per input; see _values)."""
     seed = int.from_bytes(hashlib.sha256(data["id"].encode()).digest()[:8], "little")
     rng = np.random.default_rng(seed)
     scale = data.get("scale", 1.0)
+    if "kinds" in data:
+        return [_values(rng, shape, kind, scale) for shape, kind in zip(data["inputs"], data["kinds"])]
     return [(rng.uniform(-1, 1, size=shape) * scale).astype(np.float32) for shape in data["inputs"]]
 
 
@@ -78,6 +82,8 @@ def _rng(seed, key):
 
 
 def _values(rng, shape, kind, scale):
+    """Values of one class, in float32: uniform in [-scale, scale) unless ``kind`` says
+    otherwise (each class names what it is for)."""
     size = int(np.prod(shape, dtype=np.int64))
     if kind == "large":
         v = rng.uniform(-1, 1, size) * scale
@@ -87,6 +93,24 @@ def _values(rng, shape, kind, scale):
         v = np.where(rng.random(size) < 0.5, rng.choice([0.0, -0.0], size), rng.uniform(-1, 1, size))
     elif kind == "denormal":
         v = rng.choice([1e-40, -1e-40, 1e-45, -1e-45, 0.0, -0.0, 1.0, -0.5], size)
+    elif kind == "positive":        # the domain of log, sqrt, rsqrt; a variance
+        v = rng.uniform(0.05, 1, size) * scale
+    elif kind == "nonzero":         # a divisor
+        v = rng.uniform(0.1, 1, size) * rng.choice([-1.0, 1.0], size) * scale
+    elif kind == "unit":            # the domain of asin, acos, atanh
+        v = rng.uniform(-0.99, 0.99, size)
+    elif kind == "above-one":       # the domain of acosh
+        v = 1 + rng.uniform(0, 1, size) * scale
+    elif kind == "halves":          # rounding: ties (k + 0.5), integers and values between
+        k = rng.integers(-8, 8, size).astype(np.float64)
+        v = np.select([rng.random(size) < 0.5, rng.random(size) < 0.5],
+                      [k + 0.5, k], k + rng.uniform(-1, 1, size) * 0.49)
+    elif kind == "integers":        # exponents of a negative base
+        v = rng.integers(-3, 4, size).astype(np.float64)
+    elif kind == "near-one":        # a long product that neither vanishes nor overflows
+        v = rng.uniform(0.8, 1.25, size) * rng.choice([-1.0, 1.0], size)
+    elif kind == "signed-zeros":    # +0 and -0 only, where a result is an infinity or a zero
+        v = rng.choice([0.0, -0.0], size)
     else:
         v = rng.uniform(-1, 1, size) * scale
     return v.astype(np.float32).reshape(shape)
@@ -98,54 +122,28 @@ def inputs_for(data, seed=DEFAULT_SEED, key="") -> List[np.ndarray]:
         return layer_inputs(data)
     rng = _rng(DEFAULT_SEED if seed is None else seed, data["id"] + key)
     kind, scale = data["values"], data.get("scale", 1.0)
-    data_inputs = 1 if data["layer"] in WEIGHTED else len(data["inputs"])
-    return [_values(rng, shape, kind if i < data_inputs else "uniform", scale if i < data_inputs else 1.0)
-            for i, shape in enumerate(data["inputs"])]
+    count = len(data["inputs"])
+    if isinstance(kind, list):  # one class per input
+        kinds, scales = kind, scale if isinstance(scale, list) else [scale] * count
+    else:
+        data_inputs = 1 if data["layer"] in WEIGHTED else count
+        kinds = [kind] * data_inputs + ["uniform"] * (count - data_inputs)
+        scales = [scale] * data_inputs + [1.0] * (count - data_inputs)
+    return [_values(rng, shape, kinds[i], scales[i]) for i, shape in enumerate(data["inputs"])]
 
 
 def describe(data, seed=None) -> str:
     shapes = " ".join(str(list(s)) for s in data["inputs"])
     extra = "".join(f", {k} {v}" for k, v in (data.get("descriptor") or {}).items())
-    values = f", values {data['values']}" + (f" x{data['scale']:g}" if data.get("scale", 1) != 1 else "") \
+    scale = data.get("scale", 1)
+    values = f", values {data['values']}" + (f" x{scale:g}" if not isinstance(scale, list) and scale != 1
+                                             else f" x{scale}" if isinstance(scale, list) else "") \
         if "values" in data else ""
     seeded = f", seed {seed}" if seed is not None and "values" in data else ""
     return f"{data['id']} ({data['layer']} {shapes}{extra}{values}{seeded})"
 
 
 # -- comparison --------------------------------------------------------------------------------
-
-def _reduction(layer, inputs, descriptor):
-    """Length of the reduction behind each output and the float64 sum of |terms| (or None)."""
-    from conformance import reference
-    d = descriptor or {}
-    if layer == "FullyConnected":
-        n = inputs[0].shape[1]
-    elif layer == "Convolution2d":
-        n = int(np.prod(inputs[1].shape[1:]))
-    elif layer == "DepthwiseConvolution2d":
-        n = inputs[1].shape[1] * inputs[1].shape[2]
-    elif layer == "Pooling2d" and d.get("pool") == "average":
-        kernel = d["kernel"]
-        n = kernel * kernel if isinstance(kernel, int) else kernel[0] * kernel[1]
-    else:
-        return 1, None
-    magnitude = reference.evaluate(layer, [np.abs(x) for x in inputs], descriptor)
-    return n, np.abs(magnitude)
-
-
-def tolerance(data, inputs, expected):
-    rtol, atol = data.get("rtol", 1e-4), data.get("atol", 1e-4)
-    tol = atol + rtol * np.abs(expected)
-    n, magnitude = _reduction(data["layer"], inputs, data.get("descriptor"))
-    if magnitude is not None:
-        tol = tol + 4 * math.sqrt(n) * FLOAT32_UNIT * magnitude
-    if data["layer"] == "Softmax":
-        beta = (data.get("descriptor") or {}).get("beta", 1.0)
-        spread = np.max(np.abs(beta * inputs[0].astype(np.float64)), axis=-1, keepdims=True)
-        cols = inputs[0].shape[-1]
-        tol = tol + (8 * spread + 4 * math.sqrt(cols)) * FLOAT32_UNIT * np.abs(expected)
-    return tol
-
 
 def expectation(data, inputs):
     """The float64 reference output of a case and its tolerance, per element."""
@@ -179,20 +177,26 @@ def compare(data, inputs, out, seed=None, what="", expected=None):
         raise LayerMismatch(data["id"], f"{label}: output shape {list(out.shape)}, expected "
                                         f"{list(expected.shape)}")
     got = out.astype(np.float64)
+    with np.errstate(over="ignore"):  # beyond float32's range, a float32 result is infinite
+        expected = np.where(np.abs(expected) > FLOAT32_MAX, expected * np.inf, expected)
     finite = np.isfinite(expected)
     nan = np.isnan(got) & finite
     inf = np.isinf(got) & finite
+    infinity = np.isinf(expected) & (got != expected)
     with np.errstate(invalid="ignore"):
         error = np.abs(got - expected)
-        bad = nan | inf | (error > tol)
+        bad = nan | inf | infinity | (error > tol)
     if not np.any(bad):
         return
-    if np.any(nan | inf):
-        worst = np.unravel_index(np.argmax(nan | inf), bad.shape)
+    if np.any(nan | inf | infinity):
+        worst = np.unravel_index(np.argmax(nan | inf | infinity), bad.shape)
     else:
-        worst = np.unravel_index(np.argmax(np.where(bad, error / tol, 0)), bad.shape)
+        worst = np.unravel_index(np.argmax(np.where(bad, error / np.maximum(tol, 1e-300), 0)),
+                                 bad.shape)
     non_finite = f" ({int(nan.sum())} NaN, {int(inf.sum())} infinite where the reference is " \
                  f"finite)" if np.any(nan | inf) else ""
+    if np.any(infinity):
+        non_finite += f" ({int(infinity.sum())} not the infinity of the reference)"
     raise LayerMismatch(data["id"], f"{label}: {int(bad.sum())} of {bad.size} values wrong"
                                     f"{non_finite}; worst at index {list(map(int, worst))}: got "
                                     f"{float(got[worst]):.7g}, expected {float(expected[worst]):.7g} "

@@ -1,6 +1,7 @@
 """Leaks (LIFE-1, LIFE-6): every object the Backend API creates, created and destroyed over and over
 (instances, workload factories, memory managers, workloads, backend contexts; compiled sub-graphs
-are network_cases.py's), and one workload of every supported layer executed over and over. Each
+are network_cases.py's), and one workload of every supported layer executed over and over (a case
+per layer type). Each
 loop counts heap, memory mappings, file descriptors and threads alike (resource_usage.leaks)."""
 from conformance.layer_runs import (Prepared, first_supported_layer, first_supported_per_layer,
                                     inputs_for)
@@ -9,7 +10,7 @@ from conformance.resource_usage import leaks
 
 INSTANCE_CYCLES = 1500     # per run; instances are the cheapest objects and the most created
 OBJECT_CYCLES = 500        # per run, for every other object
-EXECUTES = 2000            # per run, per layer
+EXECUTES = 2000            # per run, per layer (each layer type its own case)
 CYCLE = "create/destroy cycle"
 
 
@@ -68,19 +69,28 @@ def _life_contexts(subject):
     _fail_on(leaks(cycle, OBJECT_CYCLES, "backend contexts", CYCLE, "cycles"))
 
 
-@case("resources.execute-leaks", "LIFE-6", tier="full")
-def _execute_leaks(subject):
-    backend = subject.backend()
-    chosen = first_supported_per_layer(backend)
-    if not chosen:
-        raise NotSupported("the backend supports none of the kit's layer cases")
-    findings = []
-    for data in chosen:
+def _execute_leaks(layer):
+    """One case per layer type (each a few thousand executions, well inside one case's timeout
+    even for a slow backend)."""
+    def run(subject):
+        backend = subject.backend()
+        data = next((d for d in first_supported_per_layer(backend) if d["layer"] == layer), None)
+        if data is None:
+            raise NotSupported(f"the backend supports none of the kit's {layer} cases")
         prepared = Prepared(backend, data, inputs_for(data, subject.seed))
         try:
             with prepared.acquired():
-                findings += leaks(prepared.execute, EXECUTES, f"{data['layer']} ({data['id']})",
-                                  "execute", "executes of one workload", settle=100)
+                _fail_on(leaks(prepared.execute, EXECUTES, f"{data['layer']} ({data['id']})",
+                               "execute", "executes of one workload", settle=100))
         finally:
             prepared.close()
-    _fail_on(findings)
+    return run
+
+
+def _register():
+    from loader.layers import LAYERS
+    for name in LAYERS:
+        case(f"resources.execute-leaks-{name}", "LIFE-6", tier="full")(_execute_leaks(name))
+
+
+_register()

@@ -10,11 +10,10 @@ from typing import List, Optional, Tuple
 import _ctypes
 
 from conformance.layer_runs import layer_cases
-from conformance.raw_structs import (FACTORY_SIZE_1_1, INSTANCE_SIZE_1_1, MEMORY_MANAGER_SIZE_1_1,
-                                     OK, WORKLOAD_SIZE_1_1, ActivationDescriptor, Buffer,
-                                     Convolution2dDescriptor, FullyConnectedDescriptor, Instance,
-                                     LayerDescription, MemoryManager, Pooling2dDescriptor,
-                                     SoftmaxDescriptor, TensorInfo, Workload, WorkloadFactory)
+from conformance.raw_structs import (DESCRIPTORS, FACTORY_SIZE_1_1, INSTANCE_SIZE_1_1,
+                                     MEMORY_MANAGER_SIZE_1_1, OK, WORKLOAD_SIZE_1_1, Buffer,
+                                     Instance, LayerDescription, MemoryManager, TensorInfo,
+                                     Workload, WorkloadFactory)
 from conformance.registry import Failed, NotSupported
 
 
@@ -60,47 +59,48 @@ def full_message() -> Message:
 # -- layer descriptions -----------------------------------------------------------------------
 
 class Layer:
-    """A BackendLayerDescription (and everything it points to) built from a PreparedLayer."""
+    """A BackendLayerDescription (and everything it points to) built from a PreparedLayer: every
+    input's info, then the output's, and the descriptor struct of the layer's type filled from
+    the prepared fields (a struct of the size Backend API 1.3 gives it)."""
 
     def __init__(self, prepared):
+        shapes = list(prepared.input_shapes) + [prepared.output_shape]
         n = len(prepared.input_shapes)
-        self.infos = (TensorInfo * 4)()
-        for i, shape in enumerate(list(prepared.input_shapes) + [prepared.output_shape]):
-            info = self.infos[i if i < n else 3]
+        self.infos = (TensorInfo * len(shapes))()
+        for info, shape in zip(self.infos, shapes):
             info.struct_size = sizeof(TensorInfo)
             info.num_dimensions = len(shape)
             for d, v in enumerate(shape):
                 info.dimensions[d] = v
-        self.descriptor = _descriptor(prepared.code, prepared.fields)
+        self.descriptor = descriptor(prepared.code, prepared.fields)
         self.description = LayerDescription(
             sizeof(LayerDescription), prepared.code, n, 1,
             ctypes.cast(self.infos, POINTER(TensorInfo)),
-            ctypes.cast(byref(self.infos, 3 * sizeof(TensorInfo)), POINTER(TensorInfo)),
+            ctypes.cast(byref(self.infos, n * sizeof(TensorInfo)), POINTER(TensorInfo)),
             addressof(self.descriptor) if self.descriptor is not None else None)
         self.prepared = prepared
 
     @property
     def output(self) -> TensorInfo:
-        return self.infos[3]
+        return self.infos[len(self.infos) - 1]
 
 
-def _descriptor(code, f):
-    if code == 0:
-        return ActivationDescriptor(sizeof(ActivationDescriptor), f["function"], f["a"], f["b"])
-    if code == 3:
-        return FullyConnectedDescriptor(sizeof(FullyConnectedDescriptor), f["transpose_weights"],
-                                        f["bias_enabled"])
-    if code in (4, 5):
-        return Convolution2dDescriptor(sizeof(Convolution2dDescriptor), *(f[k] for k in (
-            "stride_y", "stride_x", "pad_top", "pad_bottom", "pad_left", "pad_right", "dilation_y",
-            "dilation_x", "bias_enabled")))
-    if code == 6:
-        return Pooling2dDescriptor(sizeof(Pooling2dDescriptor), *(f[k] for k in (
-            "pool_type", "kernel_y", "kernel_x", "stride_y", "stride_x", "pad_top", "pad_bottom",
-            "pad_left", "pad_right")))
-    if code == 7:
-        return SoftmaxDescriptor(sizeof(SoftmaxDescriptor), f["beta"])
-    return None
+def descriptor(code, fields):
+    """The descriptor struct of layer type ``code`` filled from ``fields`` (PreparedLayer.fields,
+    named as the C members), or None for a layer type without one."""
+    struct = DESCRIPTORS.get(code)
+    if struct is None:
+        return None
+    result = struct()
+    result.struct_size = sizeof(struct)
+    for name, value in fields.items():
+        if isinstance(value, (tuple, list)):
+            array = getattr(result, name)
+            for k, v in enumerate(value):
+                array[k] = v
+        else:
+            setattr(result, name, value)
+    return result
 
 
 def prepare(data) -> "Layer":

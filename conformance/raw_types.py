@@ -4,7 +4,7 @@ the malformed layers of the support cases, each put to is_layer_supported and cr
 directly. Both must refuse, with the backend's own reason."""
 from conformance.layer_runs import malformed_layers
 from conformance.raw import Layer, Raw, first_of_each_layer, prepare, refuse_everywhere, relu_layer
-from conformance.raw_structs import LAYER_TYPE_COUNT, UINT32_MAX
+from conformance.raw_structs import LAYER_TYPE_COUNT, LAYER_TYPE_COUNT_1_3, UINT32_MAX
 from conformance.registry import Failed, NotSupported, case
 
 
@@ -12,14 +12,16 @@ from conformance.registry import Failed, NotSupported, case
 def _raw_layer_types(subject):
     with Raw(subject.path, subject.record) as raw:
         instance = raw.new_instance()
+        # The layer types of the backend's version: 1.3 added 17 after the 9 of 1.1.
+        count = LAYER_TYPE_COUNT_1_3 if raw.instance(instance).api_minor >= 3 else LAYER_TYPE_COUNT
         factory = raw.factory(instance)
         problems = []
         try:
-            for value in (LAYER_TYPE_COUNT, LAYER_TYPE_COUNT + 1, UINT32_MAX):
+            for value in (count, count + 1, UINT32_MAX):
                 layer = relu_layer()
                 layer.description.layer_type = value
                 problems += refuse_everywhere(raw, instance, factory, layer,
-                                               f"layer type {value} (there are {LAYER_TYPE_COUNT})")
+                                               f"layer type {value} (there are {count})")
         finally:
             raw.destroy_factory(factory)
         if problems:

@@ -80,9 +80,9 @@ def case(case_id, requirement, blocking=False, tier="quick", blocks=None):
     return register
 
 
-def register_layer_case(data: dict, function: Callable):
+def register_layer_case(data: dict, function: Callable, requirement: str = "LAYER-1"):
     """A layer case of layer_cases.yaml: its id and YAML entry go with it."""
-    CASES[f"layers.{data['id']}"] = Case(f"layers.{data['id']}", "LAYER-1", "layers", function,
+    CASES[f"layers.{data['id']}"] = Case(f"layers.{data['id']}", requirement, "layers", function,
                                          data=data)
 
 

@@ -3,6 +3,7 @@ import datetime
 import hashlib
 import platform
 import shlex
+import shutil
 import sys
 from typing import Dict, Optional
 from xml.etree import ElementTree
@@ -145,11 +146,21 @@ def junit_xml(run: Run) -> bytes:
     return ElementTree.tostring(suite, encoding="utf-8", xml_declaration=True)
 
 
+def line_width(stream, cases: int) -> Optional[int]:
+    """How long a line of ``stream`` may be before it is cut, or None for never. Only a
+    terminal showing a run of several cases cuts (to its width, COLUMNS when set): a log keeps
+    every word of the line that explains a failure, and so does a one-case run, which is what
+    every reproduce command starts."""
+    if cases == 1 or not stream.isatty():
+        return None
+    return max(shutil.get_terminal_size().columns, 40)
+
+
 class Progress:
     """Progress on a stream (standard error). Each case is announced when it starts, so during a
     hang the last line names the case that hangs. On a terminal one line rewrites itself; in a
     log (not a terminal: CI) each case gets a plain line. Anything but a pass or a "not
-    supported" is printed as it happens."""
+    supported" is printed as it happens, cut only as line_width says."""
 
     def __init__(self, stream=sys.stderr, quiet=False):
         self.stream = stream
@@ -172,18 +183,27 @@ class Progress:
         if result.status in BREAKING or result.status == "WARNING":
             if self.tty:
                 self.stream.write("\r\x1b[K")
-            self.stream.write(f"{result.status:<8} {result.case.id}: {_first_line(result.message)}\n")
+            head = f"{result.status:<8} {result.case.id}: "
+            self.stream.write(head + _first_line(result.message,
+                                                 _room(line_width(self.stream, total), head)) + "\n")
         if self.tty and index == total:
             self.stream.write("\r\x1b[K")
         self.stream.flush()
 
 
-def _first_line(text: str, width: int = 160) -> str:
+def _first_line(text: str, width: Optional[int] = None) -> str:
+    """The first line of ``text``, cut to ``width`` characters (None: whole)."""
     line = text.strip().splitlines()[0] if text.strip() else ""
-    return line if len(line) <= width else line[:width - 1] + "…"
+    return line if width is None or len(line) <= width else line[:width - 1] + "…"
 
 
-def terminal_summary(run: Run, expectations=None) -> str:
+def _room(width: Optional[int], prefix: str) -> Optional[int]:
+    """What is left of a line of ``width`` after ``prefix`` (never less than 40)."""
+    return None if width is None else max(width - len(prefix), 40)
+
+
+def terminal_summary(run: Run, expectations=None, width: Optional[int] = None) -> str:
+    """The summary for people; ``width``: the longest line (line_width), None for whole lines."""
     c = counts(run)
     stages = []
     for r in run.results:
@@ -205,17 +225,19 @@ def terminal_summary(run: Run, expectations=None) -> str:
                 row[r.status] += 1
         lines.append(f"{stage:<12}" + "".join(f"{row[s] or '.':>14}" for s in STATUSES))
     lines.append(f"{'total':<12}" + "".join(f"{c[s]:>14}" for s in STATUSES))
-    failures = _failure_lines(run, expectations)
+    failures = _failure_lines(run, expectations, width)
     if failures:
         lines += ["", "Failures (each with the command that reproduces it alone):"] + failures
     warnings = [r for r in run.results if r.status == "WARNING"]
     if warnings:
         lines += ["", "Warnings:"]
-        lines += [f"  {r.case.id} ({r.case.requirement}): {_first_line(r.message)}" for r in warnings]
+        for r in warnings:
+            head = f"  {r.case.id} ({r.case.requirement}): "
+            lines.append(head + _first_line(r.message, _room(width, head)))
     if run.blocked:
         lines += ["", f"{len(run.blocked)} cases were not run: {run.blocked_by.case.id} "
                       f"({run.blocked_by.case.requirement}) must pass first; it ended "
-                      f"{run.blocked_by.status}: {_first_line(run.blocked_by.message)}"]
+                      f"{run.blocked_by.status}: {_first_line(run.blocked_by.message, width)}"]
     if expectations is not None:
         findings = expectations.findings(run)
         for finding in findings["unexpected_passes"]:
@@ -232,7 +254,7 @@ _SAME = {"FAIL": "failure", "CRASH": "crash", "TIMEOUT": "hang", "ERROR": "error
 _INDENT = " " * 11
 
 
-def _failure_lines(run: Run, expectations=None) -> list:
+def _failure_lines(run: Run, expectations=None, width: Optional[int] = None) -> list:
     """One entry per distinct failure: cases that failed with the same message are counted on
     one line, and failures marked as consequences are listed under the case they stem from."""
     problems = [r for r in run.results if r.status in BREAKING]
@@ -250,16 +272,19 @@ def _failure_lines(run: Run, expectations=None) -> list:
         note = f" [expected: {expected}]" if expected else ""
         more = (f" and {len(members) - 1} more with the same {_SAME[status]}"
                 if len(members) > 1 else "")
-        lines.append(f"  {status:<8} {first.case.id} ({first.case.requirement}, stage "
-                     f"{first.stage}){more}{note}: {_first_line(message)}")
+        head = (f"  {status:<8} {first.case.id} ({first.case.requirement}, stage "
+                f"{first.stage}){more}{note}: ")
+        lines.append(head + _first_line(message, _room(width, head)))
         if len(members) > 1:
-            lines.append(_INDENT + _first_line(", ".join(m.case.id for m in members[1:]), 140))
+            lines.append(_INDENT + _first_line(", ".join(m.case.id for m in members[1:]),
+                                               _room(width, _INDENT)))
         lines.append(f"{_INDENT}$ {reproduce_command(run, first.case.id)}")
         if status in ("CRASH", "TIMEOUT"):
             lines.append(f"{_INDENT}in one process, under gdb, valgrind or ASan: add --in-process "
                          f"(README: debugging a crash)")
         if first.output:
-            lines.append(f"{_INDENT}its last output: {_first_line(first.output.splitlines()[-1], 120)}")
+            head = f"{_INDENT}its last output: "
+            lines.append(head + _first_line(first.output.splitlines()[-1], _room(width, head)))
         followers = [c for m in members for c in consequences.get(m.case.id, [])]
         if followers:
             lines.append(f"{_INDENT}consequences (the same defect, seen again): " + ", ".join(

@@ -127,7 +127,9 @@ class Run:
 
 def select_cases(expression: Optional[str], quick: bool = False) -> List[Case]:
     """Cases whose id matches ``expression``: comma-separated substrings or globs, each optionally
-    prefixed with ``not `` to exclude. None selects every case (of the quick tier, ``quick``)."""
+    prefixed with ``not `` to exclude; a term that is a case's whole id selects that case alone
+    (``memory.Transpose`` is not ``memory.TransposeConvolution2d``), so every reproduce command
+    runs one case. None selects every case (of the quick tier, ``quick``)."""
     ordered = [c for c in _cases.ordered_cases() if not quick or c.tier == "quick"]
     if not expression:
         return ordered
@@ -137,9 +139,12 @@ def select_cases(expression: Optional[str], quick: bool = False) -> List[Case]:
             exclude.append(term[4:].strip())
         elif term:
             include.append(term)
+    ids = {c.id for c in ordered}
 
     def matches(case_id, term):
-        return fnmatch.fnmatchcase(case_id, term) if any(c in term for c in "*?[") else term in case_id
+        if any(c in term for c in "*?["):
+            return fnmatch.fnmatchcase(case_id, term)
+        return case_id == term if term in ids else term in case_id
     return [c for c in ordered
             if (not include or any(matches(c.id, t) for t in include))
             and not any(matches(c.id, t) for t in exclude)]

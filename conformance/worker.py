@@ -151,6 +151,9 @@ def run_case(subject: Subject, case) -> dict:
         message = f"{type(error).__name__}: {error}\n{traceback.format_exc(limit=3)}"
     subject.record.note("destroy (objects the case left to the garbage collector)")
     gc.collect()
+    # What is left lives on (imports, caches of cases): frozen, the collections the next cases
+    # make (after each, and in every leak loop) look only at what those cases made.
+    gc.freeze()
     subject.record.clear()
     ended = host.crashes_since(crashes) if host is not None else []
     if ended:       # a case may have taken the error for a failure and gone on: it was a crash

@@ -1,8 +1,9 @@
 /* Not a defect: a small, correct backend that takes only part of a network, to show a network
    split across two backends with fallback (rules 12.1-12.4).
 
-   is_layer_supported accepts Convolution2d and the Activation functions relu, bounded_relu and
-   leaky_relu (sigmoid and tanh are declined with a reason). Its optimizer replaces each
+   is_layer_supported accepts Convolution2d (not grouped) and the Activation functions relu,
+   bounded_relu and leaky_relu (sigmoid, tanh and those of Backend API 1.3 are declined with a
+   reason). Its optimizer replaces each
    Convolution2d whose weights (and bias) are constants, together with the Activation that
    alone reads its output, by one compiled kernel (a direct convolution with the activation in
    its epilogue). It fails what it cannot take: a convolution whose weights are not constants,
@@ -28,8 +29,14 @@ static BackendStatus partial_is_layer_supported(const BackendInstance *self,
     (void)self;
     if (layer == NULL || layer->struct_size < BACKEND_LAYER_DESCRIPTION_SIZE_1_1)
         return say(message, size, BACKEND_STATUS_INVALID_ARGUMENT, "malformed layer description");
-    if (layer->layer_type == BACKEND_LAYER_CONVOLUTION2D)
+    if (layer->layer_type == BACKEND_LAYER_CONVOLUTION2D) {
+        /* groups, appended in Backend API 1.3, is read only where the caller's struct has it */
+        const BackendConvolution2dDescriptor *d = layer->descriptor;
+        if (d != NULL && BACKEND_STRUCT_HAS(BackendConvolution2dDescriptor, d, groups) && d->groups != 1)
+            return say(message, size, BACKEND_STATUS_UNSUPPORTED,
+                       "MockPartial runs no grouped convolution");
         return BACKEND_STATUS_OK;
+    }
     if (layer->layer_type == BACKEND_LAYER_ACTIVATION && layer->descriptor != NULL) {
         uint32_t f = ((const BackendActivationDescriptor *)layer->descriptor)->function;
         if (f == BACKEND_ACTIVATION_RELU || f == BACKEND_ACTIVATION_BOUNDED_RELU ||

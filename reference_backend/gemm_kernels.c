@@ -145,37 +145,6 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
 #endif
 
 #if defined(RK_X86_AVX512)
-/* Transposes the 16 x 16 block r[0..15] in place (r[i][j] becomes r[j][i]). */
-__attribute__((target("avx512f"), always_inline))
-static inline void transpose16x16(__m512 r[16])
-{
-    __m512 t[16];
-    for (int i = 0; i < 16; i += 2) {
-        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);     /* a0 b0 a1 b1 | a4 b4 a5 b5 | ... */
-        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]); /* a2 b2 a3 b3 | ... */
-    }
-    for (int i = 0; i < 16; i += 4) {
-        r[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i]), _mm512_castps_pd(t[i + 2])));
-        r[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-        r[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(t[i + 1]), _mm512_castps_pd(t[i + 3])));
-    }
-    /* r[4q + c] now holds column c of each 4 x 4 block of rows 4q..4q+3, one block per
-       128-bit lane: gather the lanes of the four row groups. */
-    for (int c = 0; c < 4; c++) {
-        t[c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0x88);      /* lanes 0, 2 of each */
-        t[4 + c] = _mm512_shuffle_f32x4(r[c], r[4 + c], 0xdd);  /* lanes 1, 3 */
-        t[8 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0x88);
-        t[12 + c] = _mm512_shuffle_f32x4(r[8 + c], r[12 + c], 0xdd);
-    }
-    for (int c = 0; c < 4; c++) {
-        r[c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0x88);
-        r[8 + c] = _mm512_shuffle_f32x4(t[c], t[8 + c], 0xdd);
-        r[4 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0x88);
-        r[12 + c] = _mm512_shuffle_f32x4(t[4 + c], t[12 + c], 0xdd);
-    }
-}
-
 /*
  * Packs a transposed block: dst[k * width + i] = src[i * ld + k] for i < rows, 0 for
  * rows <= i < width, k < kc (width <= 32, rows <= width). Used for the A panels of a row-major

@@ -126,11 +126,13 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
 /* Depthwise convolution: filt [1, kh, kw, c * mult]; output channel (ci * mult + j) uses input channel ci and filter channel ci*mult + j; bias [c*mult] or NULL; y [n, oh, ow, c*mult]. */
 int rk_depthwise_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t mult);
 
-/* Pooling: kh/kw are the window, dilation is always 1 (ignore dil fields), padding as in conv; y [n, oh, ow, c].
-   max: padded positions never win (if a window contains only padding, output -INFINITY is not acceptable: the caller guarantees every window covers at least one real element).
-   average: divide by the number of REAL (non-padding) elements in the window (exclude padding). */
-enum rk_pool { RK_POOL_MAX = 0, RK_POOL_AVERAGE = 1 };
-int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool);
+/* Pooling over kh x kw windows (stride, dilation and padding as in conv; oh, ow from the
+   caller, ceil_mode's included; every window starts inside the padded input); y [n, oh, ow, c].
+   Positions outside the input never take part: max never picks them, L2 (sqrt of the sum of
+   squares) adds nothing; the average divides by the positions inside the input, or with
+   count_include_pad inside the padded input. */
+enum rk_pool { RK_POOL_MAX = 0, RK_POOL_AVERAGE = 1, RK_POOL_L2 = 2 };
+int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool, int count_include_pad);
 
 /* Softmax over the last axis, rows x cols, numerically stable (subtract the row max), with beta: y = exp(beta*(x - max)) / sum. Works for beta < 0 too (use max of beta*x). */
 int rk_softmax(const float *x, float *y, int64_t rows, int64_t cols, float beta);
@@ -177,6 +179,38 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
 int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                               const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue);
+
+/* Grouped convolution (Backend API 1.3): filt [o, kh, kw, c / groups]; output channel j reads the
+   input channels of group j / (o / groups) only; groups divides c and o. groups == 1 is
+   rk_conv2d_fused, groups == c runs the depthwise kernel. */
+int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
+                            const rk_conv_params *p, int64_t o, int64_t groups,
+                            const rk_epilogue *epilogue);
+
+/* TransposeConvolution2d (ONNX's ConvTranspose), NHWC: x [n, h, w, c]; filt [c, kh, kw, o / groups];
+   bias [o] or NULL; y [n, oh, ow, o], input pixel (iy, ix) adding into output
+   (iy * stride_h + ky * dil_h - pad_top, ix * stride_w + kx * dil_w - pad_left); oh and ow from
+   the caller (output_padding included; pad_bottom and pad_right are implied by them). */
+int rk_transpose_conv2d(const float *x, const float *filt, const float *bias, float *y,
+                        const rk_conv_params *p, int64_t o, int64_t groups);
+
+/* Resize, NHWC: output (oy, ox) = sum over the taps of y_weight * x_weight * x[iy, ix], with
+   the taps of each axis precomputed by rk_resize_axis (indices already inside the input). */
+enum rk_resize_mode { RK_RESIZE_NEAREST = 0, RK_RESIZE_LINEAR = 1, RK_RESIZE_CUBIC = 2 };
+typedef struct rk_resize_plan {
+    int64_t n, h, w, c, oh, ow;
+    int taps;                           /* rk_resize_taps(mode): 1, 2 or 4 */
+    const int32_t *y_index, *x_index;   /* [oh][taps], [ow][taps] */
+    const float *y_weight, *x_weight;
+} rk_resize_plan;
+int rk_resize_taps(int mode);
+/* The taps of one axis of extent `in` resized to `out` (index and weight: out * taps entries):
+   mode, transform (BACKEND_RESIZE_HALF_PIXEL ...), nearest_mode (BACKEND_RESIZE_ROUND_PREFER_FLOOR
+   ...), cubic_a and exclude_outside as ONNX's Resize; scale > 0 (output / input extent unless
+   the model gave another). */
+void rk_resize_axis(int64_t in, int64_t out, float scale, int mode, int transform, int nearest_mode,
+                    float cubic_a, int exclude_outside, int32_t *index, float *weight);
+int rk_resize(const float *x, float *y, const rk_resize_plan *plan);
 
 /* Number of worker threads the heavy kernels may use (>=1). Default: number of online CPUs, capped at 8; the environment variable REFERENCE_BACKEND_THREADS (positive integer) overrides it when first read. */
 int rk_thread_count(void);

@@ -298,18 +298,21 @@ BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendW
     const RefLayerEntry *entry = NULL;
     RefWorkload *w;
     RefDescriptor d;
-    size_t inputs_at, pointers_at, size;
+    size_t inputs_at, pointers_at, extra_at, extra, size;
     if (workload == NULL)
         return INVALID("no place to return the workload");
     *workload = NULL;
     TRY(check_common(layer, &entry, &d, message, message_size));
     TRY(entry->check(layer, &d, message, message_size));
-    /* one allocation: the workload, its tensor infos, its per-call input pointers */
+    /* one allocation: the workload, its tensor infos, its per-call input pointers, the
+       entry's tables */
     inputs_at = (sizeof *w + _Alignof(BackendTensorInfo) - 1) / _Alignof(BackendTensorInfo) *
                 _Alignof(BackendTensorInfo);
     pointers_at = inputs_at + (size_t)layer->num_inputs * sizeof(BackendTensorInfo);
-    size = pointers_at + (size_t)layer->num_inputs * sizeof(const float *);
-    w = calloc(1, size);
+    extra_at = (pointers_at + (size_t)layer->num_inputs * sizeof(const float *) + 15) / 16 * 16;
+    extra = entry->extra_bytes != NULL ? entry->extra_bytes(layer, &d) : 0;
+    size = extra_at + extra;
+    w = calloc(1, size);                /* aligned for any type, the tables' included */
     if (w == NULL)
         return FAIL(BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     w->base.struct_size = sizeof w->base;
@@ -320,6 +323,7 @@ BackendStatus ref_create_workload(const BackendLayerDescription *layer, BackendW
     w->num_inputs = layer->num_inputs;
     w->inputs = (BackendTensorInfo *)((char *)w + inputs_at);
     w->in = (const float **)((char *)w + pointers_at);
+    w->extra = extra > 0 ? (char *)w + extra_at : NULL;
     memcpy(w->inputs, layer->inputs, layer->num_inputs * sizeof *layer->inputs);
     w->output = layer->outputs[0];
     w->d = d;

@@ -55,6 +55,7 @@ typedef union RefGeometry {
     rk_pad_plan pad;
     rk_reduce_plan reduce;
     rk_matmul_plan matmul;
+    rk_resize_plan resize;              /* its tables in the workload's extra bytes */
 } RefGeometry;
 
 typedef struct RefWorkload RefWorkload;
@@ -72,6 +73,9 @@ typedef struct RefLayerEntry {
     void (*defaults)(RefDescriptor *d, const BackendLayerDescription *layer);
     BackendStatus (*check)(const BackendLayerDescription *layer, const RefDescriptor *d,
                            char *message, size_t message_size);
+    /* Bytes of tables prepare() computes past the workload, for a description check()
+       accepted (NULL: none); allocated with the workload, at w->extra. */
+    size_t (*extra_bytes)(const BackendLayerDescription *layer, const RefDescriptor *d);
     /* Fills w->g (NULL: nothing to compute). */
     void (*prepare)(RefWorkload *w);
     /* 0, or non-zero when scratch memory could not be allocated. */
@@ -88,6 +92,7 @@ struct RefWorkload {
     RefDescriptor d;                    /* the copy, defaults applied; struct_size is the full size */
     RefGeometry g;
     const float **in;                   /* num_inputs: per-call input pointers (no concurrent calls) */
+    void *extra;                        /* the entry's extra_bytes, or NULL */
 };
 
 /* The description a workload was made from, its pointers into the workload (valid while it

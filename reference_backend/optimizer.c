@@ -4,10 +4,11 @@
  * Every sub-graph it is offered becomes one substitution: a program that runs all the layers it
  * takes, in order, in a single execute() call. Its steps are fused kernels and single layers
  * (the workloads of layers.c). A Convolution2d, DepthwiseConvolution2d or FullyConnected layer
- * is fused with what alone reads its output: an Activation, or an Addition of a residual of the
- * output's shape optionally followed by an Activation; the fused kernel adds the residual and
- * applies the activation in the epilogue of the convolution or GEMM, on each part of the output
- * as soon as it is final, so those intermediate tensors never exist. Every other intermediate
+ * is fused with what alone reads its output (optimizer_fusion.c): a BatchNormalization folded
+ * into its weights, an Addition of a residual of the output's shape, an Activation or a swish
+ * (sigmoid and product); the fused kernel adds the residual and applies the activation in the
+ * epilogue of the convolution or GEMM, on each part of the output as soon as it is final, so
+ * those intermediate tensors never exist. A swish on any other tensor is one step. Every other intermediate
  * tensor lives in one arena allocated once, when the program is made, at an offset planned from
  * the tensors' lifetimes so that tensors never alive at once share bytes. A layer
  * ref_check_layer() refuses is failed with its reason (the layers after it then form further
@@ -171,7 +172,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
         if (group[i] != mine || taken[i])
             continue;
         if (type == BACKEND_LAYER_CONVOLUTION2D || type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D ||
-            type == BACKEND_LAYER_FULLY_CONNECTED) {
+            type == BACKEND_LAYER_FULLY_CONNECTED || type == BACKEND_LAYER_ACTIVATION) {
             k = ref_fuse(g, i, taken, group, fin, &fout, &flast, &status);
             if (status != BACKEND_STATUS_OK)
                 goto out_of_memory;

@@ -9,11 +9,13 @@
 
 static double fused_macs(const FusedKernel *k)
 {
+    if (k->layer_type == BACKEND_LAYER_ACTIVATION)
+        return 0.0;
     if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED)
         return (double)k->n * k->k * k->m;
     if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D)
         return (double)k->window.n * k->window.oh * k->window.ow * k->channels_out * k->window.kh *
-               k->window.kw * k->window.c;
+               k->window.kw * (k->window.c / k->groups);
     return (double)k->window.n * k->window.oh * k->window.ow * k->channels_out * k->window.kh *
            k->window.kw;
 }
@@ -61,9 +63,12 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
                                           k->k, k->m, k->transpose_weights, &epilogue);
         break;
     case BACKEND_LAYER_CONVOLUTION2D:
-        failed = rk_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
-                                 k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
-                                 k->channels_out, &epilogue);
+        failed = rk_grouped_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
+                                         k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
+                                         k->channels_out, k->groups, &epilogue);
+        break;
+    case BACKEND_LAYER_ACTIVATION:
+        failed = rk_activation(operand[OPERAND_X], y, k->n, epilogue.function, epilogue.a, epilogue.b);
         break;
     default:
         failed = rk_depthwise_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
@@ -77,6 +82,7 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
     if (profiling != NULL)
         ref_record_event(profiling, k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
                          : k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "fused Convolution2d"
+                         : k->layer_type == BACKEND_LAYER_ACTIVATION ? "fused swish"
                          : "fused DepthwiseConvolution2d",
                          k->layer_ids, k->num_layer_ids, start, ref_now_ns(), fused_macs(k));
     return BACKEND_STATUS_OK;

@@ -3,6 +3,7 @@
  * written to self-contained bytes (their slots, steps, geometry and every constant they read) and
  * checked field by field when they are loaded again.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,11 +11,13 @@
 
 /* ---- the fused kernel's serialized form ------------------------------------------------------
  * "RKFK", format version, sizeof(FusedKernel), the kernel's fields (pointers zeroed), then for
- * each operand that is a constant its bytes (Operand.bytes of them). Read back only by this
- * very build (the runtime checks the backend id and version), and checked field by field. */
+ * each operand that is a constant its bytes (Operand.bytes of them; folded weights and bias
+ * like any other). Version 2: grouped convolutions, folded BatchNormalization, the 1.3
+ * activations and swish, a swish alone, five layers a kernel. Read back only by this very build
+ * (the runtime checks the backend id and version), and checked field by field. */
 
 #define FORMAT_MAGIC 0x4b464b52u        /* "RKFK" */
-#define FORMAT_VERSION 1u
+#define FORMAT_VERSION 2u
 #define MAX_DIMENSION ((int64_t)1 << 24)
 #define MAX_OPERAND_BYTES ((uint64_t)1 << 32)
 
@@ -27,8 +30,8 @@ static int constant_operand(const FusedKernel *k, int i)
 {
     if (k->operands[i].input >= 0)
         return 0;
-    return i == OPERAND_X || i == OPERAND_W || (i == OPERAND_BIAS && k->has_bias) ||
-           (i == OPERAND_RESIDUAL && k->has_residual);
+    return i == OPERAND_X || (i == OPERAND_W && k->layer_type != BACKEND_LAYER_ACTIVATION) ||
+           (i == OPERAND_BIAS && k->has_bias) || (i == OPERAND_RESIDUAL && k->has_residual);
 }
 
 BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
@@ -69,20 +72,47 @@ BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, u
 static int positive(int64_t v) { return v > 0 && v <= MAX_DIMENSION; }
 static int non_negative(int64_t v) { return v >= 0 && v <= MAX_DIMENSION; }
 
+/* a * b, or UINT64_MAX past 2^62: no size below can wrap around to one that looks right */
+static uint64_t times(uint64_t a, uint64_t b)
+{
+    return a != 0 && b > ((uint64_t)1 << 62) / a ? UINT64_MAX : a * b;
+}
+
+/* What is wrong with the epilogue's activation, or NULL: a function this build runs, with the
+   parameters the layer's own check would have let through. */
+static const char *check_activation(const rk_epilogue *e)
+{
+    if (e->function < -1 || e->function >= RK_ACTIVATION_COUNT)
+        return "bad activation";
+    if (!isfinite(e->a) || !isfinite(e->b) || (e->function == RK_CELU && e->a == 0.0f))
+        return "bad activation parameters";
+    return NULL;
+}
+
 /* What is wrong with a kernel read from bytes, or NULL: every size the kernels use must follow
    from the geometry, so that no read or write goes past a buffer. */
 static const char *check_kernel(const FusedKernel *k)
 {
     uint64_t x, w, bias, out;
+    const char *problem;
     if (k->has_bias != 0 && k->has_bias != 1)
         return "bad bias flag";
     if (k->has_residual != 0 && k->has_residual != 1)
         return "bad residual flag";
-    if (k->num_inputs > MAX_FUSED_INPUTS || k->num_layer_ids < 1 || k->num_layer_ids > 3)
+    if (k->num_inputs > MAX_FUSED_INPUTS || k->num_layer_ids < 1 || k->num_layer_ids > MAX_FUSED_LAYERS)
         return "bad counts";
-    if (k->epilogue.function < -1 || k->epilogue.function > BACKEND_ACTIVATION_MISH)
-        return "bad activation";
-    if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED) {
+    if ((problem = check_activation(&k->epilogue)) != NULL)
+        return problem;
+    if (k->layer_type != BACKEND_LAYER_CONVOLUTION2D && k->groups != 1)
+        return "bad group count";
+    if (k->layer_type == BACKEND_LAYER_ACTIVATION) {
+        /* a swish alone: x in, the same elements out */
+        if (k->n < 1 || k->n > REF_MAX_ELEMENTS || k->has_bias || k->has_residual ||
+            k->epilogue.function < 0 || k->operands[OPERAND_W].bytes != 0)
+            return "bad activation geometry";
+        x = w = bias = 0;
+        out = x = (uint64_t)k->n;
+    } else if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED) {
         if (!positive(k->n) || !positive(k->k) || !positive(k->m) ||
             (k->transpose_weights != 0 && k->transpose_weights != 1))
             return "bad FullyConnected geometry";
@@ -107,21 +137,23 @@ static const char *check_kernel(const FusedKernel *k)
             return "output size does not follow from the window";
         if (k->layer_type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D && k->channels_out % p->c != 0)
             return "depthwise output channels are not a multiple of the input's";
-        x = (uint64_t)p->n * p->h * p->w * p->c;
+        if (!positive(k->groups) || p->c % k->groups != 0 || k->channels_out % k->groups != 0)
+            return "the groups do not divide the channels";
+        x = times(times(times(p->n, p->h), p->w), p->c);
         w = k->layer_type == BACKEND_LAYER_CONVOLUTION2D
-                ? (uint64_t)k->channels_out * p->kh * p->kw * p->c
-                : (uint64_t)p->kh * p->kw * k->channels_out;
+                ? times(times(times(k->channels_out, p->kh), p->kw), p->c / k->groups)
+                : times(times(p->kh, p->kw), k->channels_out);
         bias = (uint64_t)k->channels_out;
-        out = (uint64_t)p->n * p->oh * p->ow * k->channels_out;
+        out = times(times(times(p->n, p->oh), p->ow), k->channels_out);
         if (k->epilogue.ldr != k->channels_out)
             return "bad epilogue stride";
     } else {
         return "unknown layer type";
     }
-    if (k->output_bytes != out * 4 || k->operands[OPERAND_X].bytes != x * 4 ||
-        k->operands[OPERAND_W].bytes != w * 4 ||
+    if (k->output_bytes != times(out, 4) || k->operands[OPERAND_X].bytes != times(x, 4) ||
+        k->operands[OPERAND_W].bytes != times(w, 4) ||
         (k->has_bias && k->operands[OPERAND_BIAS].bytes != bias * 4) ||
-        (k->has_residual && k->operands[OPERAND_RESIDUAL].bytes != out * 4))
+        (k->has_residual && k->operands[OPERAND_RESIDUAL].bytes != times(out, 4)))
         return "operand sizes do not follow from the geometry";
     for (int i = 0; i < OPERAND_COUNT; i++)
         if (k->operands[i].input < -1 || k->operands[i].input >= (int32_t)k->num_inputs ||

@@ -1,9 +1,15 @@
 /*
- * Fusion decisions: which layers of a sub-graph a fused kernel replaces. A Convolution2d,
- * DepthwiseConvolution2d or FullyConnected layer is fused with what alone reads its output: an
- * Activation, or an Addition of a residual of the output's shape optionally followed by an
- * Activation.
+ * Fusion decisions: which layers of a sub-graph a fused kernel replaces. A Convolution2d (any
+ * groups), DepthwiseConvolution2d or FullyConnected layer is fused with what alone reads its
+ * output, in this order:
+ *   - a BatchNormalization with constant statistics, folded into the layer's constant weights
+ *     and bias here, once (the fused kernel owns the folded copies);
+ *   - an Addition of a residual of the output's shape;
+ *   - an Activation, or the swish pattern that EfficientNet and RegNet export: Activation
+ *     sigmoid of t and Multiplication of t by it, the two alone reading t (one swish epilogue).
+ * A swish pattern on a tensor no such layer produces becomes one step of its own.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "optimizer_internal.h"
@@ -43,6 +49,60 @@ static int64_t only_reader(const BackendSubgraph *g, uint32_t tensor)
     return reader;
 }
 
+/* Layer `i` may join the fused kernel of `head`: same program, not taken yet, of that type. */
+static int joins(const BackendSubgraph *g, int64_t i, uint32_t head, const char *taken,
+                 const int32_t *group, BackendLayerType type)
+{
+    return i >= 0 && !taken[i] && group[i] == group[head] &&
+           g->layers[i]->description->layer_type == type;
+}
+
+static int is_constant(const BackendSubgraph *g, uint32_t tensor)
+{
+    return g->tensors[tensor]->kind == BACKEND_SUBGRAPH_TENSOR_CONSTANT && g->tensors[tensor]->data != NULL;
+}
+
+/* The swish pattern on tensor t, in the program of layer `head`: exactly two layers read t,
+   an Activation sigmoid (*sigmoid) and a Multiplication of t by that sigmoid (*product, of t's
+   shape), and nothing else reads the sigmoid. */
+static int swish_pattern(const BackendSubgraph *g, uint32_t t, uint32_t head, const char *taken,
+                         const int32_t *group, int64_t *sigmoid, int64_t *product)
+{
+    int64_t readers[2];
+    int n = 0;
+    if (ref_is_subgraph_output(g, t))
+        return 0;
+    for (uint32_t i = 0; i < g->num_layers; i++)
+        for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
+            if (g->layers[i]->input_tensors[j] == t) {
+                if (n == 2)
+                    return 0;
+                readers[n++] = i;
+            }
+    if (n != 2)
+        return 0;
+    for (int s = 0; s < 2; s++) {
+        const int64_t a = readers[s], m = readers[1 - s];
+        if (!joins(g, a, head, taken, group, BACKEND_LAYER_ACTIVATION) ||
+            !joins(g, m, head, taken, group, BACKEND_LAYER_MULTIPLICATION))
+            continue;
+        const BackendActivationDescriptor *act = g->layers[a]->description->descriptor;
+        const BackendSubgraphLayer *mul = g->layers[m];
+        const uint32_t sig = g->layers[a]->output_tensors[0];
+        if (act->function != BACKEND_ACTIVATION_SIGMOID || only_reader(g, sig) != m)
+            continue;
+        if (!((mul->input_tensors[0] == t && mul->input_tensors[1] == sig) ||
+              (mul->input_tensors[0] == sig && mul->input_tensors[1] == t)))
+            continue;
+        if (!same_shape(&mul->description->outputs[0], &g->tensors[t]->info))
+            continue;
+        *sigmoid = a;
+        *product = m;
+        return 1;
+    }
+    return 0;
+}
+
 /* Makes `tensor` operand `which` of `k`: a constant, or a (deduplicated) boundary input. */
 static void bind_operand(FusedKernel *k, int which, const BackendSubgraph *g, uint32_t tensor,
                          uint32_t *inputs)
@@ -69,6 +129,11 @@ static void fill_geometry(FusedKernel *k, const BackendLayerDescription *d)
     const BackendTensorInfo *x = &d->inputs[0], *w = &d->inputs[1], *y = &d->outputs[0];
     k->layer_type = d->layer_type;
     k->output_bytes = (uint64_t)elements(y) * sizeof(float);
+    k->groups = 1;
+    if (d->layer_type == BACKEND_LAYER_ACTIVATION) {
+        k->n = elements(y);
+        return;
+    }
     if (d->layer_type == BACKEND_LAYER_FULLY_CONNECTED) {
         const BackendFullyConnectedDescriptor *fc = d->descriptor;
         k->has_bias = fc->bias_enabled != 0;
@@ -80,6 +145,9 @@ static void fill_geometry(FusedKernel *k, const BackendLayerDescription *d)
     }
     const BackendConvolution2dDescriptor *c = d->descriptor;
     k->has_bias = c->bias_enabled != 0;
+    if (d->layer_type == BACKEND_LAYER_CONVOLUTION2D &&
+        BACKEND_STRUCT_HAS(BackendConvolution2dDescriptor, c, groups))
+        k->groups = c->groups;
     k->channels_out = y->dimensions[3];
     k->window = (rk_conv_params){
         .n = x->dimensions[0], .h = x->dimensions[1], .w = x->dimensions[2], .c = x->dimensions[3],
@@ -90,21 +158,144 @@ static void fill_geometry(FusedKernel *k, const BackendLayerDescription *d)
     };
 }
 
+/* Whether BatchNormalization `bn` can be folded into layer `head`: constant weights (and
+   bias), constant statistics of one value per output channel. */
+static int foldable(const BackendSubgraph *g, uint32_t head, int64_t bn)
+{
+    const BackendSubgraphLayer *h = g->layers[head], *b = g->layers[bn];
+    const BackendLayerDescription *d = h->description;
+    const int64_t channels = d->outputs[0].dimensions[d->outputs[0].num_dimensions - 1];
+    int has_bias = d->layer_type == BACKEND_LAYER_FULLY_CONNECTED
+                       ? ((const BackendFullyConnectedDescriptor *)d->descriptor)->bias_enabled != 0
+                       : ((const BackendConvolution2dDescriptor *)d->descriptor)->bias_enabled != 0;
+    if (!is_constant(g, h->input_tensors[1]) || (has_bias && !is_constant(g, h->input_tensors[2])))
+        return 0;
+    if (b->description->num_inputs != 5 || b->input_tensors[0] != h->output_tensors[0])
+        return 0;
+    for (uint32_t j = 1; j < 5; j++) {
+        const BackendTensorInfo *info = &g->tensors[b->input_tensors[j]]->info;
+        if (!is_constant(g, b->input_tensors[j]) || info->num_dimensions != 1 ||
+            info->dimensions[0] != channels)
+            return 0;
+    }
+    return 1;
+}
+
+/* The weights and bias of k's layer with BatchNormalization `bn` folded in, in memory k owns:
+   per output channel o, s = scale / sqrt(variance + epsilon), w' = w * s and
+   b' = (b - mean) * s + beta (computed in double). */
+static BackendStatus fold(FusedKernel *k, const BackendSubgraph *g, uint32_t head, int64_t bn)
+{
+    const BackendSubgraphLayer *h = g->layers[head], *b = g->layers[bn];
+    const BackendBatchNormalizationDescriptor *bd = b->description->descriptor;
+    const float *mean = g->tensors[b->input_tensors[1]]->data;
+    const float *variance = g->tensors[b->input_tensors[2]]->data;
+    const float *scale = g->tensors[b->input_tensors[3]]->data;
+    const float *beta = g->tensors[b->input_tensors[4]]->data;
+    const float *w = g->tensors[h->input_tensors[1]]->data;
+    const float *bias = k->has_bias ? g->tensors[h->input_tensors[2]]->data : NULL;
+    const BackendTensorInfo *out = &h->description->outputs[0];
+    const int64_t channels = out->dimensions[out->num_dimensions - 1];
+    const int64_t count = (int64_t)(k->operands[OPERAND_W].bytes / sizeof(float));
+    float *folded = malloc((size_t)(count + channels) * sizeof(float));
+    if (folded == NULL)
+        return BACKEND_STATUS_OUT_OF_MEMORY;
+    float *new_bias = folded + count;
+    double *s = malloc((size_t)channels * sizeof *s);
+    if (s == NULL) {
+        free(folded);
+        return BACKEND_STATUS_OUT_OF_MEMORY;
+    }
+    for (int64_t o = 0; o < channels; o++) {
+        s[o] = (double)scale[o] / sqrt((double)variance[o] + (double)bd->epsilon);
+        new_bias[o] = (float)(((bias ? (double)bias[o] : 0.0) - (double)mean[o]) * s[o] + (double)beta[o]);
+    }
+    /* which output channel each weight belongs to: rows of [O, ...] (Convolution2d,
+       FullyConnected's [M, K]), the last axis of [1, kH, kW, O] and [K, M] */
+    const int by_row = k->layer_type == BACKEND_LAYER_CONVOLUTION2D ||
+                       (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED && k->transpose_weights);
+    const int64_t per_row = count / channels;
+    for (int64_t i = 0; i < count; i++)
+        folded[i] = (float)((double)w[i] * s[by_row ? i / per_row : i % channels]);
+    free(s);
+    k->owned = folded;
+    k->operands[OPERAND_W].constant = folded;
+    k->operands[OPERAND_W].input = -1;
+    k->operands[OPERAND_BIAS] = (Operand){ new_bias, -1, (uint64_t)channels * sizeof(float) };
+    k->has_bias = 1;
+    return BACKEND_STATUS_OK;
+}
+
+static FusedKernel *new_kernel(const BackendLayerDescription *d, BackendStatus *status)
+{
+    FusedKernel *k = calloc(1, sizeof *k);
+    if (k == NULL) {
+        *status = BACKEND_STATUS_OUT_OF_MEMORY;
+        return NULL;
+    }
+    ref_fused_init(k);
+    fill_geometry(k, d);
+    for (int i = 0; i < OPERAND_COUNT; i++)
+        k->operands[i].input = -1;
+    k->epilogue.function = -1;
+    k->epilogue.ldr = d->outputs[0].dimensions[d->outputs[0].num_dimensions - 1];
+    return k;
+}
+
+static void swish_epilogue(FusedKernel *k)
+{
+    k->epilogue.function = RK_SWISH;
+    k->epilogue.a = 1.0f;
+    k->epilogue.b = 0.0f;
+}
+
+/* A swish pattern whose sigmoid is layer `head`, as one step: x * sigmoid(x). */
+static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, uint32_t head, const char *taken,
+                                     const int32_t *group, uint32_t *inputs, uint32_t *output,
+                                     uint32_t *last, BackendStatus *status)
+{
+    const BackendSubgraphLayer *layer = g->layers[head];
+    int64_t sigmoid, product;
+    if (!swish_pattern(g, layer->input_tensors[0], head, taken, group, &sigmoid, &product) ||
+        sigmoid != head)
+        return NULL;
+    FusedKernel *k = new_kernel(layer->description, status);
+    if (k == NULL)
+        return NULL;
+    swish_epilogue(k);
+    bind_operand(k, OPERAND_X, g, layer->input_tensors[0], inputs);
+    k->layer_ids[0] = layer->id;
+    k->layer_ids[1] = g->layers[product]->id;
+    k->num_layer_ids = 2;
+    *output = g->layers[product]->output_tensors[0];
+    *last = (uint32_t)(product > (int64_t)head ? product : head);
+    return k;
+}
+
 FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
                       const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
                       BackendStatus *status)
 {
     const BackendSubgraphLayer *layer = g->layers[head];
     const BackendLayerDescription *d = layer->description;
-    int64_t members[3] = { head, -1, -1 };
-    int count = 1, residual_tensor = -1;
+    int64_t members[MAX_FUSED_LAYERS] = { head };
+    int count = 1, residual_tensor = -1, swish = 0;
+    int64_t bn = -1, sigmoid, product;
     uint32_t produced = layer->output_tensors[0];
     int64_t next = only_reader(g, produced);
     const BackendActivationDescriptor *activation = NULL;
     FusedKernel *k;
 
-    if (next >= 0 && !taken_in[next] && group[next] == group[head] &&
-        g->layers[next]->description->layer_type == BACKEND_LAYER_ADDITION) {
+    if (d->layer_type == BACKEND_LAYER_ACTIVATION)
+        return fuse_swish_alone(g, head, taken_in, group, inputs, output, last, status);
+    if (joins(g, next, head, taken_in, group, BACKEND_LAYER_BATCH_NORMALIZATION) &&
+        foldable(g, head, next)) {
+        bn = next;
+        members[count++] = next;
+        produced = g->layers[next]->output_tensors[0];
+        next = only_reader(g, produced);
+    }
+    if (joins(g, next, head, taken_in, group, BACKEND_LAYER_ADDITION)) {
         const BackendSubgraphLayer *add = g->layers[next];
         uint32_t a = add->input_tensors[0], b = add->input_tensors[1];
         uint32_t other = a == produced ? b : a;
@@ -117,28 +308,29 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken
             next = only_reader(g, produced);
         }
     }
-    if (next >= 0 && !taken_in[next] && group[next] == group[head] &&
-        g->layers[next]->description->layer_type == BACKEND_LAYER_ACTIVATION) {
+    if (joins(g, next, head, taken_in, group, BACKEND_LAYER_ACTIVATION)) {
         activation = g->layers[next]->description->descriptor;
         members[count++] = next;
         produced = g->layers[next]->output_tensors[0];
+    } else if (swish_pattern(g, produced, head, taken_in, group, &sigmoid, &product)) {
+        swish = 1;
+        members[count++] = sigmoid;
+        members[count++] = product;
+        produced = g->layers[product]->output_tensors[0];
     }
     if (count == 1)
         return NULL;
 
-    k = calloc(1, sizeof *k);
-    if (k == NULL) {
-        *status = BACKEND_STATUS_OUT_OF_MEMORY;
+    k = new_kernel(d, status);
+    if (k == NULL)
         return NULL;
+    if (swish) {
+        swish_epilogue(k);
+    } else if (activation != NULL) {
+        k->epilogue.function = (int)activation->function;
+        k->epilogue.a = activation->a;
+        k->epilogue.b = activation->b;
     }
-    ref_fused_init(k);
-    fill_geometry(k, d);
-    k->epilogue.function = activation ? (int)activation->function : -1;
-    k->epilogue.a = activation ? activation->a : 0.0f;
-    k->epilogue.b = activation ? activation->b : 0.0f;
-    k->epilogue.ldr = d->outputs[0].dimensions[d->outputs[0].num_dimensions - 1];
-    for (int i = 0; i < OPERAND_COUNT; i++)
-        k->operands[i].input = -1;
     bind_operand(k, OPERAND_X, g, layer->input_tensors[0], inputs);
     bind_operand(k, OPERAND_W, g, layer->input_tensors[1], inputs);
     if (k->has_bias)
@@ -147,10 +339,17 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken
         k->has_residual = 1;
         bind_operand(k, OPERAND_RESIDUAL, g, (uint32_t)residual_tensor, inputs);
     }
+    if (bn >= 0 && (*status = fold(k, g, head, bn)) != BACKEND_STATUS_OK) {
+        free(k);
+        return NULL;
+    }
     for (int m = 0; m < count; m++)
         k->layer_ids[m] = g->layers[members[m]]->id;
     k->num_layer_ids = (uint32_t)count;
     *output = produced;
-    *last = (uint32_t)members[count - 1];
+    *last = (uint32_t)members[0];
+    for (int m = 1; m < count; m++)
+        if ((uint32_t)members[m] > *last)
+            *last = (uint32_t)members[m];
     return k;
 }

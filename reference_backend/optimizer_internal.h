@@ -30,9 +30,13 @@ enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
 
 /* ---- profiling (optimizer_profiling.c) ------------------------------------------------------ */
 
+/* Most layers one fused kernel replaces: a layer, a BatchNormalization folded into it, a
+   residual Addition, and an Activation or the two layers of a swish. */
+#define MAX_FUSED_LAYERS 5
+
 typedef struct RefEvent {
     const char *name;
-    uint64_t layer_ids[3];
+    uint64_t layer_ids[MAX_FUSED_LAYERS];
     uint32_t num_layer_ids;
     int64_t start_ns, end_ns;
 } RefEvent;
@@ -55,9 +59,10 @@ void ref_record_event(RefProfiling *p, const char *name, const uint64_t *ids, ui
 
 /* ---- the fused kernel ----------------------------------------------------------------------- */
 
-/* A Convolution2d, DepthwiseConvolution2d or FullyConnected layer with the Addition and/or
-   Activation fused into its epilogue (optimizer_fusion.c makes it, optimizer_execute.c runs it,
-   optimizer_format.c writes and reads it). */
+/* A Convolution2d (any groups), DepthwiseConvolution2d or FullyConnected layer with a folded
+   BatchNormalization, a residual Addition and an Activation (or swish) in its epilogue; or
+   (layer_type Activation) a swish pattern alone, x * sigmoid(x). optimizer_fusion.c makes it,
+   optimizer_execute.c runs it, optimizer_format.c writes and reads it. */
 typedef struct FusedKernel {
     BackendCompiledSubgraph base;       /* first: the runtime sees a BackendCompiledSubgraph */
     BackendLayerType layer_type;
@@ -65,15 +70,17 @@ typedef struct FusedKernel {
     int has_bias, has_residual;
     uint32_t num_inputs;
     uint64_t output_bytes;
-    int64_t n, k, m;                    /* FullyConnected */
+    int64_t n, k, m;                    /* FullyConnected; n: the elements of a swish alone */
     int transpose_weights;
     rk_conv_params window;              /* convolutions */
     int64_t channels_out;
+    int64_t groups;                     /* Convolution2d; 1 for the others */
     rk_epilogue epilogue;
-    uint64_t layer_ids[3];              /* debug handles of the layers replaced */
+    uint64_t layer_ids[MAX_FUSED_LAYERS]; /* debug handles of the layers replaced */
     uint32_t num_layer_ids;
     RefProfiling *profiling;            /* borrowed, NULL when not profiled */
-    void *owned;                        /* constants copied from serialized bytes, or NULL */
+    void *owned;                        /* constants it holds itself (folded weights and bias,
+                                           or read from serialized bytes), or NULL */
 } FusedKernel;
 
 /* ---- the program: every layer of one group, run in one call ----------------------------------

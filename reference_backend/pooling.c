@@ -1,19 +1,79 @@
 /*
- * Max and average pooling over NHWC windows clipped to the image.
+ * Max, average and L2 pooling over NHWC windows (dilated, clipped to the image), as ONNX
+ * Runtime computes them: positions outside the input never take part (max never picks them,
+ * L2 adds nothing), the average divides by the positions inside the input, or with
+ * count_include_pad by those inside the padded input (not those beyond it that ceil_mode's
+ * last window may reach).
  */
-#include "kernels_internal.h"
+#include <math.h>
 
-/* ------------------------------------------------------------------------- */
-/* Pooling                                                                   */
-/* ------------------------------------------------------------------------- */
+#include "kernels_internal.h"
 
 typedef struct pool_task {
     const float *x;
     float *y;
     const rk_conv_params *p;
-    int pool;
+    int pool, count_include_pad;
     int64_t row0, row1;
 } pool_task;
+
+/* 16 channels of one window: taps [ky0, ky1) x [kx0, kx1), the running max or sum kept in
+   registers. */
+static inline void pool16(const pool_task *t, const float *img, int64_t iy0, int64_t ky0, int64_t ky1,
+                          int64_t ix0, int64_t kx0, int64_t kx1, const float *first, vf4 scale,
+                          float *out)
+{
+    const rk_conv_params *p = t->p;
+    const int64_t C = p->c;
+    vf4 a0, a1, a2, a3;
+    if (t->pool == RK_POOL_MAX) {
+        a0 = vf4_load(first);
+        a1 = vf4_load(first + 4);
+        a2 = vf4_load(first + 8);
+        a3 = vf4_load(first + 12);
+    } else {
+        a0 = a1 = a2 = a3 = vf4_splat(0.0f);
+    }
+    for (int64_t ky = ky0; ky < ky1; ky++) {
+        const float *row = img + (iy0 + ky * p->dil_h) * p->w * C;
+        for (int64_t kx = kx0; kx < kx1; kx++) {
+            const float *in = row + (ix0 + kx * p->dil_w) * C;
+            const vf4 v0 = vf4_load(in), v1 = vf4_load(in + 4), v2 = vf4_load(in + 8),
+                      v3 = vf4_load(in + 12);
+            if (t->pool == RK_POOL_MAX) {
+                a0 = vf4_max(v0, a0);
+                a1 = vf4_max(v1, a1);
+                a2 = vf4_max(v2, a2);
+                a3 = vf4_max(v3, a3);
+            } else if (t->pool == RK_POOL_L2) {
+                a0 += v0 * v0;
+                a1 += v1 * v1;
+                a2 += v2 * v2;
+                a3 += v3 * v3;
+            } else {
+                a0 += v0;
+                a1 += v1;
+                a2 += v2;
+                a3 += v3;
+            }
+        }
+    }
+    if (t->pool == RK_POOL_L2) {
+        a0 = vf4_sqrt(a0);
+        a1 = vf4_sqrt(a1);
+        a2 = vf4_sqrt(a2);
+        a3 = vf4_sqrt(a3);
+    } else if (t->pool != RK_POOL_MAX) {
+        a0 *= scale;
+        a1 *= scale;
+        a2 *= scale;
+        a3 *= scale;
+    }
+    vf4_store(out, a0);
+    vf4_store(out + 4, a1);
+    vf4_store(out + 8, a2);
+    vf4_store(out + 12, a3);
+}
 
 static void *pool_task_run(void *arg)
 {
@@ -23,72 +83,41 @@ static void *pool_task_run(void *arg)
     for (int64_t row = t->row0; row < t->row1; row++) {
         const int64_t bi = row / p->oh, oy = row - bi * p->oh;
         const float *img = t->x + bi * p->h * p->w * C;
-        /* clip the window to the image so padding never takes part */
-        int64_t ys, ye;
-        tap_range(oy * p->stride_h - p->pad_top, 1, p->h, p->kh, &ys, &ye);
-        ys += oy * p->stride_h - p->pad_top;
-        ye += oy * p->stride_h - p->pad_top;
+        const int64_t iy0 = oy * p->stride_h - p->pad_top;
+        int64_t ky0, ky1, py0, py1;
+        tap_range(iy0, p->dil_h, p->h, p->kh, &ky0, &ky1);
+        /* taps inside the padded input: what count_include_pad counts */
+        tap_range(iy0 + p->pad_top, p->dil_h, p->h + p->pad_top + p->pad_bottom, p->kh, &py0, &py1);
         for (int64_t ox = 0; ox < p->ow; ox++) {
             float *out = t->y + (row * p->ow + ox) * C;
-            int64_t xs, xe;
-            tap_range(ox * p->stride_w - p->pad_left, 1, p->w, p->kw, &xs, &xe);
-            xs += ox * p->stride_w - p->pad_left;
-            xe += ox * p->stride_w - p->pad_left;
-            if (ys >= ye || xs >= xe) {
-                /* excluded by the preconditions; defined output instead of -inf or 0/0 */
-                memset(out, 0, (size_t)C * sizeof(float));
+            const int64_t ix0 = ox * p->stride_w - p->pad_left;
+            int64_t kx0, kx1, px0, px1;
+            tap_range(ix0, p->dil_w, p->w, p->kw, &kx0, &kx1);
+            tap_range(ix0 + p->pad_left, p->dil_w, p->w + p->pad_left + p->pad_right, p->kw, &px0, &px1);
+            if (ky0 >= ky1 || kx0 >= kx1) {
+                /* a dilated window that skips the whole image: nothing to take (ONNX's
+                   reference: 0, and 0 / 0 for an average of no positions) */
+                const float v = t->pool == RK_POOL_AVERAGE && !t->count_include_pad ? NAN : 0.0f;
+                for (int64_t ch = 0; ch < C; ch++)
+                    out[ch] = v;
                 continue;
             }
-            const int is_max = t->pool == RK_POOL_MAX;
-            const float cnt = (float)((ye - ys) * (xe - xs));
-            const float *first = img + (ys * p->w + xs) * C;
+            const int64_t inside = (ky1 - ky0) * (kx1 - kx0);
+            const float count = (float)(t->count_include_pad ? (py1 - py0) * (px1 - px0) : inside);
+            const float scale = 1.0f / count;
+            const float *first = img + ((iy0 + ky0 * p->dil_h) * p->w + ix0 + kx0 * p->dil_w) * C;
             int64_t ch = 0;
-            /* 16 channels at a time, the running max/sum kept in registers */
-            for (; ch + 16 <= C; ch += 16) {
-                vf4 a0, a1, a2, a3;
-                if (is_max) {
-                    a0 = vf4_load(first + ch);
-                    a1 = vf4_load(first + ch + 4);
-                    a2 = vf4_load(first + ch + 8);
-                    a3 = vf4_load(first + ch + 12);
-                } else {
-                    a0 = a1 = a2 = a3 = vf4_splat(0.0f);
-                }
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++) {
-                        const float *in = img + (iy * p->w + ix) * C + ch;
-                        if (is_max) {
-                            a0 = vf4_max(vf4_load(in), a0);
-                            a1 = vf4_max(vf4_load(in + 4), a1);
-                            a2 = vf4_max(vf4_load(in + 8), a2);
-                            a3 = vf4_max(vf4_load(in + 12), a3);
-                        } else {
-                            a0 += vf4_load(in);
-                            a1 += vf4_load(in + 4);
-                            a2 += vf4_load(in + 8);
-                            a3 += vf4_load(in + 12);
-                        }
-                    }
-                if (!is_max) {
-                    const vf4 vc = vf4_splat(cnt);
-                    a0 /= vc;
-                    a1 /= vc;
-                    a2 /= vc;
-                    a3 /= vc;
-                }
-                vf4_store(out + ch, a0);
-                vf4_store(out + ch + 4, a1);
-                vf4_store(out + ch + 8, a2);
-                vf4_store(out + ch + 12, a3);
-            }
+            for (; ch + 16 <= C; ch += 16)
+                pool16(t, img + ch, iy0, ky0, ky1, ix0, kx0, kx1, first + ch, vf4_splat(scale), out + ch);
             for (; ch < C; ch++) {
-                float acc = is_max ? first[ch] : 0.0f;
-                for (int64_t iy = ys; iy < ye; iy++)
-                    for (int64_t ix = xs; ix < xe; ix++) {
-                        const float v = img[(iy * p->w + ix) * C + ch];
-                        acc = is_max ? (v > acc ? v : acc) : acc + v;
+                float acc = t->pool == RK_POOL_MAX ? first[ch] : 0.0f;
+                for (int64_t ky = ky0; ky < ky1; ky++)
+                    for (int64_t kx = kx0; kx < kx1; kx++) {
+                        const float v = img[((iy0 + ky * p->dil_h) * p->w + ix0 + kx * p->dil_w) * C + ch];
+                        acc = t->pool == RK_POOL_MAX ? (v > acc ? v : acc)
+                              : t->pool == RK_POOL_L2 ? acc + v * v : acc + v;
                     }
-                out[ch] = is_max ? acc : acc / cnt;
+                out[ch] = t->pool == RK_POOL_MAX ? acc : t->pool == RK_POOL_L2 ? sqrtf(acc) : acc * scale;
             }
         }
     }
@@ -96,13 +125,13 @@ static void *pool_task_run(void *arg)
 }
 
 /*
- * rk_pool2d: y[n, oh, ow, c] = max or mean over the real elements of each
- * kh x kw window (stride, padding as in conv; dilation fields ignored).
- * Preconditions: as rk_conv2d; every window overlaps the image (a window
- * that does not gets 0). pool is RK_POOL_MAX, anything else averages.
- * NaN inputs: average propagates them, max does not reliably. No scratch.
+ * rk_pool2d: y[n, oh, ow, c] over the kh x kw windows (stride, dilation and padding as in
+ * rk_conv2d; oh and ow as the caller computed them, ceil_mode's included): RK_POOL_MAX,
+ * RK_POOL_AVERAGE (by the positions inside the input, or with count_include_pad inside the
+ * padded input) or RK_POOL_L2. Every window must start inside the padded input. NaN inputs:
+ * average and L2 propagate them, max does not reliably. No scratch.
  */
-int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
+int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool, int count_include_pad)
 {
     const int64_t rows = p->n * p->oh;
     if (rows <= 0 || p->ow <= 0 || p->c <= 0)
@@ -113,7 +142,7 @@ int rk_pool2d(const float *x, float *y, const rk_conv_params *p, int pool)
         nt = (int)rows;
     pool_task tasks[RK_MAX_THREADS];
     for (int i = 0; i < nt; i++) {
-        pool_task t = { x, y, p, pool, rows * i / nt, rows * (i + 1) / nt };
+        pool_task t = { x, y, p, pool, count_include_pad, rows * i / nt, rows * (i + 1) / nt };
         tasks[i] = t;
     }
     if (nt == 1)

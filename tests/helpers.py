@@ -3,6 +3,7 @@ import os
 import shutil
 
 import numpy as np
+import pytest
 
 import loader
 import mock_backends
@@ -57,3 +58,9 @@ def mapped(path):
 def rand(rng, *shape):
     """Standard-normal float32 data of ``shape`` from the NumPy generator ``rng``."""
     return rng.standard_normal(shape).astype(np.float32)
+
+
+# A test too slow for the contributor loop (a whole wheel build, valgrind): it runs with
+# SLOW_TESTS=1, which .ci/run sets.
+SLOW = os.environ.get("SLOW_TESTS") == "1"
+slow = pytest.mark.skipif(not SLOW, reason="slow: set SLOW_TESTS=1 to run it (.ci/run does)")

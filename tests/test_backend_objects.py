@@ -450,17 +450,20 @@ def settled(tid, mask):
         time.sleep(0.001)
     return os.sched_getaffinity(tid)
 os.sched_setaffinity(0, {first})                    # the caller stays on the first CPU
-moved = 0
+moved = tried = 0
 for _ in range(int(sys.argv[2])):
     os.sched_setaffinity(worker, {first})           # the worker is made to share it...
     backend.execute("FullyConnected", [x, w])
-    assert cpu_of(worker) == first
+    if cpu_of(worker) != first:     # it took no block of that job (woken late): not set up
+        os.sched_setaffinity(worker, {first, second})
+        continue
+    tried += 1
     os.sched_setaffinity(worker, {first, second})   # ...then is free to go, but is not moved
     [y] = backend.execute("FullyConnected", [x, w])
     assert np.allclose(y, expected, rtol=1e-3, atol=1e-2)
     assert settled(worker, {first, second}) == {first, second}
     moved += cpu_of(worker) == second
-print(moved)
+print(moved, tried)
 """
 
 
@@ -475,4 +478,5 @@ def test_a_worker_on_its_callers_cpu_moves_to_a_free_one(backend_dir):
     result = subprocess.run([sys.executable, "-c", POOL_PLACEMENT, str(backend_dir), "20"],
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
-    assert int(result.stdout) == 20
+    moved, tried = map(int, result.stdout.split())
+    assert tried >= 10 and moved == tried, result.stdout

@@ -17,7 +17,7 @@ several may share a comment, separated by ``;``:
     <!-- doc-test: exit N -->      the runnable block ends with exit status N (default 0)
     <!-- doc-test: needs TOOL -->  skipped, saying so, when TOOL is not on PATH
     <!-- doc-test: slow -->        takes too long for the suite's loop (valgrind): runs only with
-                                   DOCS_TEST_SLOW=1, which .ci/run sets
+                                   SLOW_TESTS=1, which .ci/run sets
     <!-- doc-test: ci -->          an install or test command too slow for the suite: each of its
                                    lines must be a line of .ci/run (optionally followed by
                                    ``|| exit``, which set -e needs to stop inside an && list), so CI
@@ -47,7 +47,7 @@ SHELL = ("sh", "bash", "shell")
 PYTHON = ("python", "py")
 REFUSED = ("console", "shell-session", "pycon", "sh-session")
 DIRECTIVES = ("file", "output", "exit", "needs", "slow", "ci")
-SLOW = os.environ.get("DOCS_TEST_SLOW") == "1"
+SLOW = os.environ.get("SLOW_TESTS") == "1"
 TIMEOUT = 120
 
 _DIRECTIVE = re.compile(r"^<!--\s*doc-test:(.*?)-->\s*$")
@@ -248,7 +248,7 @@ class DocumentRun:
         if tool and shutil.which(tool, path=self.env["PATH"]) is None:
             return Result(skipped=f"needs {tool}, which is not on PATH")
         if "slow" in block.directives and not SLOW:
-            return Result(skipped="a slow example: set DOCS_TEST_SLOW=1 to run it (.ci/run does)")
+            return Result(skipped="a slow example: set SLOW_TESTS=1 to run it (.ci/run does)")
         if block.language in SHELL:
             command, stdin = ["bash", "-e", "-c", block.text], subprocess.DEVNULL
         else:

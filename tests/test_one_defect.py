@@ -23,9 +23,20 @@ def caught(result):
 
 
 def run_requirement(path, requirement):
+    """The cases of ``requirement``, in the kit's order, up to the first that catches the
+    backend (the fixed cases come before the generated sweeps, so most stop early)."""
     selected = [c for c in runner.select_cases(None) if c.requirement == requirement]
     assert selected, f"no case checks {requirement}"
-    return runner.Controller(path, timeout=TIMEOUT).run(selected)
+    controller = runner.Controller(path, timeout=TIMEOUT)
+    results = []
+    try:
+        for case in selected:
+            results.append(controller.run_one(case))
+            if caught(results[-1]):
+                break
+    finally:
+        controller.close()
+    return results
 
 
 def test_there_are_at_least_thirty_defects_each_naming_a_known_requirement():
@@ -37,13 +48,13 @@ def test_there_are_at_least_thirty_defects_each_naming_a_known_requirement():
 @pytest.mark.parametrize("stem", sorted(DEFECTS))
 def test_each_defect_is_caught_under_the_requirement_its_header_names(stem):
     backend = DEFECTS[stem]
-    run = run_requirement(backend.path, backend.requirement)
-    findings = [r for r in run.results if caught(r)]
+    results = run_requirement(backend.path, backend.requirement)
+    findings = [r for r in results if caught(r)]
     assert findings, (f"{stem}: '{backend.defect}' passed {backend.requirement}: " + "; ".join(
-        f"{r.case.id}={r.status} {r.message}" for r in run.results))
+        f"{r.case.id}={r.status} {r.message}" for r in results))
     assert all(r.message for r in findings)
     if not REQUIREMENTS[backend.requirement].warning_only:
-        assert run.failed
+        assert findings[0].status in runner.BREAKING
 
 
 @pytest.mark.parametrize("path", [reference_backend.LIBRARY_PATH] + list(CORRECT.values()),

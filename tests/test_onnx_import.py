@@ -415,3 +415,100 @@ def test_a_pad_that_another_node_also_reads_stays_a_layer():
     net = loader.onnx.load_model(proto)
     assert "Pad" in [layer.type for layer in net.layers]
     np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
+
+
+def _attention_model(q, k, v, attributes, mask=None, past=None, outputs=1, frozen_mask=False):
+    """One Attention node (opset 24) over run-time Q, K, V (and mask, past key and value)."""
+    names = ["q", "k", "v"]
+    inputs = [tensor("q", q), tensor("k", k), tensor("v", v)]
+    inits = []
+    if mask is not None or past is not None:
+        names.append("mask" if mask is not None else "")
+        if mask is not None and frozen_mask:
+            inits.append(numpy_helper.from_array(mask, "mask"))
+        elif mask is not None:
+            elem = TensorProto.BOOL if mask.dtype == np.bool_ else TensorProto.FLOAT
+            inputs.append(tensor("mask", mask.shape, elem))
+    if past is not None:
+        names += ["past_k", "past_v"]
+        inputs += [tensor("past_k", past[0]), tensor("past_v", past[1])]
+    out = ["y", "present_k", "present_v", "qk"][:outputs]
+    node = helper.make_node("Attention", names, out, **attributes)
+    return model([node], inputs, [tensor(n, None) for n in out], inits, opset=24)
+
+
+ATTENTION_CASES = {
+    "4-D, defaults": ((2, 3, 4, 8), (2, 3, 6, 8), (2, 3, 6, 5), {}, None, None, 1),
+    "3-D, grouped heads, causal, with a cache": (
+        (2, 4, 12), (2, 4, 6), (2, 4, 6), {"q_num_heads": 4, "kv_num_heads": 2, "is_causal": 1},
+        None, ((2, 2, 3, 3), (2, 2, 3, 3)), 3),
+    "float mask at run time with a row masked out": (
+        (1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4), {"scale": 0.3}, "float-row", None, 1),
+    "short boolean mask as a constant": (
+        (1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4), {}, "bool-short", None, 1),
+    "soft cap, scores after the bias": (
+        (1, 2, 3, 4), (1, 2, 5, 4), (1, 2, 5, 4),
+        {"softcap": 2.0, "qk_matmul_output_mode": 2, "is_causal": 1}, None, None, 4),
+    "probabilities out, sliding window": (
+        (1, 1, 6, 4), (1, 1, 6, 4), (1, 1, 6, 4),
+        {"qk_matmul_output_mode": 3, "left_window_size": 1, "right_window_size": 0}, None,
+        None, 4),
+}
+
+
+@pytest.mark.parametrize("case", ATTENTION_CASES, ids=list(ATTENTION_CASES))
+def test_attention_computes_what_onnx_computes(case):
+    q, k, v, attributes, mask_kind, past, outputs = ATTENTION_CASES[case]
+    if attributes.get("left_window_size") is not None and \
+            "left_window_size" not in {a.name for a in
+                                       __import__("onnx").defs.get_schema("Attention").attributes
+                                       .values()}:
+        pytest.skip("this onnx has no sliding-window attention")
+    feeds = {"q": rand(*q), "k": rand(*k), "v": rand(*v)}
+    mask, frozen = None, False
+    if mask_kind == "float-row":
+        mask = rand(1, 1, q[2], k[2])
+        mask[0, 0, 1, :] = -np.inf                 # query 1 may attend to nothing: zeros
+        feeds["mask"] = mask
+    elif mask_kind == "bool-short":
+        mask, frozen = RNG.random((q[2], k[2] - 2)) > 0.3, True
+    if past is not None:
+        feeds["past_k"], feeds["past_v"] = rand(*past[0]), rand(*past[1])
+    proto = _attention_model(q, k, v, attributes, mask, past, outputs, frozen)
+    want = onnx_reference(proto, feeds)
+    net = loader.onnx.load_model(proto)
+    got = evaluate_network(net, feeds)
+    for name, expected in zip(["y", "present_k", "present_v", "qk"], want):
+        assert np.all(np.isfinite(got[name]) == np.isfinite(expected)), name
+        np.testing.assert_allclose(got[name], expected, rtol=1e-4, atol=1e-5, err_msg=name)
+    if mask_kind == "float-row":
+        assert not np.any(got["y"][0, :, 1]) and np.any(got["y"][0, :, 0])
+
+
+def test_attention_refuses_what_it_cannot_express_faithfully():
+    """Scores before a soft cap (mode 0): ONNX's specification and its reference evaluator
+    disagree on them; a softmax in half precision."""
+    for attributes, words in [({"softcap": 2.0}, "qk_matmul_output_mode 0 and a softcap"),
+                              ({"softmax_precision": 10}, "softmax_precision 10")]:
+        proto = _attention_model((1, 1, 2, 4), (1, 1, 2, 4), (1, 1, 2, 4), attributes,
+                                 outputs=4)
+        with pytest.raises(loader.onnx.UnsupportedModelError, match=words):
+            loader.onnx.load_model(proto)
+
+
+@pytest.mark.parametrize("condition, picks", [(True, "a"), (False, "b"), (None, None)])
+def test_where_with_a_constant_condition_picks_a_run_time_operand(condition, picks):
+    cond = np.array([[True, False, True]]) if condition is None else np.full((2, 1), condition)
+    proto = model([helper.make_node("Where", ["c", "a", "b"], ["y"])],
+                  [tensor("a", [1, 3]), tensor("b", [2, 3])], [tensor("y", None)],
+                  [numpy_helper.from_array(cond, "c")])
+    a = np.array([[-0.0, np.nan, np.inf]], np.float32)
+    b = rand(2, 3)
+    if picks is None:
+        with pytest.raises(loader.onnx.UnsupportedModelError, match="differs between elements"):
+            loader.onnx.load_model(proto)
+        return
+    got = evaluate_network(loader.onnx.load_model(proto), {"a": a, "b": b})["y"]
+    want = np.broadcast_to(a if picks == "a" else b, (2, 3))
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))     # -0 stays -0

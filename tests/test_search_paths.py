@@ -8,7 +8,7 @@ import pytest
 import loader
 import reference_backend
 from loader import paths as search_paths
-from helpers import install_mock
+from helpers import install_mock, slow
 
 VAR = loader.ENVIRONMENT_VARIABLE
 ADD = "DYNAMIC_BACKEND_ADD_PATHS"
@@ -180,15 +180,47 @@ def test_this_test_process_is_not_in_secure_execution():
     assert loader._core.is_secure_execution() is False
 
 
-def test_build_time_paths_become_the_compiled_in_list(tmp_path):
-    """DYNAMIC_BACKEND_PATHS seen by the build is what an installed runtime falls back to, and
-    the build says so where a verbose build log (pip -v) shows it."""
-    import subprocess
-    import sys
-    import zipfile
+def _source_tree():
     repo = pathlib.Path(__file__).resolve().parents[1]
     if not (repo / "setup.py").exists():
         pytest.skip("the source tree is not beside the tests")
+    return repo
+
+
+@pytest.mark.parametrize("paths", ["/opt/vendor-a:/opt/vendor-b", None])
+def test_build_time_paths_become_the_compiled_in_list(tmp_path, paths):
+    """DYNAMIC_BACKEND_PATHS seen by the build is what an installed runtime falls back to (None:
+    the reference backend's directory), and the build says so on stderr, where a verbose build
+    log (pip -v) shows it. The Python part of a build, without compiling anything."""
+    import subprocess
+    import sys
+    repo = _source_tree()
+    env = {k: v for k, v in os.environ.items() if k != VAR}
+    if paths is not None:
+        env[VAR] = paths
+    built = subprocess.run([sys.executable, "setup.py", "-q", "build_py", "--build-lib",
+                            str(tmp_path)], cwd=repo, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert built.returncode == 0, built.stderr[-2000:]
+    announced = "at build time becomes the compiled-in search path list" in built.stderr
+    assert announced == (paths is not None)
+    if paths is not None:
+        assert f"DYNAMIC_BACKEND_PATHS={paths!r}" in built.stderr
+    namespace = {}
+    exec((tmp_path / "loader" / "_build_config.py").read_text(), namespace)
+    assert namespace["COMPILED_IN_PATHS"] == paths
+    assert (tmp_path / "loader" / "include" / "backend_api.h").read_bytes() == \
+        (repo / "abi" / "backend_api.h").read_bytes()
+
+
+@slow
+def test_a_wheel_carries_the_build_time_paths_and_what_an_install_needs(tmp_path):
+    """The whole build through pip: the announcement in pip -v's log, the compiled-in list in
+    the wheel, and the compiled parts a fresh install needs."""
+    import subprocess
+    import sys
+    import zipfile
+    repo = _source_tree()
     env = {**os.environ, VAR: "/opt/vendor-a:/opt/vendor-b"}
     built = subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-v", "-w",
                             str(tmp_path), str(repo)], env=env, capture_output=True, text=True,

@@ -18,6 +18,7 @@ static int is_plain_convolution(const BackendLayerDescription *layer)
     const BackendConvolution2dDescriptor *d = layer->descriptor;
     return layer->layer_type == BACKEND_LAYER_CONVOLUTION2D && layer->num_inputs == 2 &&
            d != NULL && !d->bias_enabled && d->dilation_x == 1 && d->dilation_y == 1 &&
+           (!BACKEND_STRUCT_HAS(BackendConvolution2dDescriptor, d, groups) || d->groups == 1) &&
            d->stride_x >= 1 && d->stride_y >= 1 &&
            layer->inputs[0].num_dimensions == 4 && layer->inputs[1].num_dimensions == 4 &&
            layer->outputs[0].num_dimensions == 4;
@@ -29,7 +30,7 @@ static BackendStatus conv_supported(const BackendInstance *self, const BackendLa
     (void)self;
     if (is_plain_convolution(layer))
         return BACKEND_STATUS_OK;
-    snprintf(message, message_size, "only Convolution2d without bias or dilation");
+    snprintf(message, message_size, "only Convolution2d without bias, dilation or groups");
     return BACKEND_STATUS_UNSUPPORTED;
 }
 
@@ -74,7 +75,7 @@ static BackendStatus conv_create(BackendWorkloadFactory *self, const BackendLaye
     (void)self;
     *workload = NULL;
     if (!is_plain_convolution(layer)) {
-        snprintf(message, message_size, "only Convolution2d without bias or dilation");
+        snprintf(message, message_size, "only Convolution2d without bias, dilation or groups");
         return BACKEND_STATUS_UNSUPPORTED;
     }
     c = calloc(1, sizeof *c);

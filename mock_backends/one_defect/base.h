@@ -9,8 +9,10 @@
  * piece is a static function declared and defined in the part of base.h that holds it unless its
  * knob is set; a backend that sets the knob defines the function itself after including this
  * file. The parts, included below in this order: od_objects.h (allocation, messages, objects),
- * od_checks.h (layer checks), od_kernels.h (kernels), od_workloads.h (workloads, factory, memory
- * manager); the instance and the entry points are here.
+ * od_checks.h and od_checks13.h (layer checks), od_kernels.h (kernels of 1.1), od_kernels13.h and
+ * od_spatial13.h (kernels of what Backend API 1.3 added), od_workloads.h (workloads, factory,
+ * memory manager); the instance and the entry points are here. It is built against the header's
+ * Backend API version (1.3) and implements all of it.
  *
  *   OD_OWN_FAIL                 od_fail(): writes the message of a non-OK status
  *   OD_OWN_IS_LAYER_SUPPORTED   od_is_layer_supported(): the instance's support answer
@@ -18,13 +20,23 @@
  *   OD_OWN_ACQUIRE, OD_OWN_RELEASE           the memory manager's acquire() and release()
  *   OD_OWN_USE_CUSTOM_ALLOCATOR od_use_custom_allocator()
  *   OD_OWN_FREE                 od_free(): returns memory od_alloc() gave
+ *   OD_OWN_READ_DESCRIPTOR      od_read_descriptor(): a descriptor read as far as struct_size
  *   OD_OWN_ACTIVATION, OD_OWN_BINARY, OD_OWN_FULLY_CONNECTED, OD_OWN_CONVOLUTION,
- *   OD_OWN_DEPTHWISE, OD_OWN_POOLING, OD_OWN_SOFTMAX, OD_OWN_RESHAPE      the kernels
+ *   OD_OWN_DEPTHWISE, OD_OWN_POOLING, OD_OWN_SOFTMAX, OD_OWN_RESHAPE      the kernels of 1.1
+ *   OD_OWN_ACTIVATION13 (elu .. mish), OD_OWN_BINARY13 (Subtraction .. Power), OD_OWN_UNARY,
+ *   OD_OWN_PRELU, OD_OWN_CONCATENATION, OD_OWN_SLICE, OD_OWN_TRANSPOSE, OD_OWN_PAD,
+ *   OD_OWN_REDUCE, OD_OWN_BATCH_NORMALIZATION, OD_OWN_LAYER_NORMALIZATION, OD_OWN_MAT_MUL,
+ *   OD_OWN_SOFTMAX13 (an axis other than the last, or log), OD_OWN_GROUPED_CONVOLUTION (groups
+ *   other than 1), OD_OWN_TRANSPOSE_CONVOLUTION, OD_OWN_POOLING13 (L2, ceil_mode,
+ *   count_include_pad or dilation), OD_OWN_RESIZE               the kernels of 1.3
  *
  * Other knobs (macros with a correct default):
  *   OD_BACKEND_ID               the id ("OneDefect")
  *   OD_INSTANCE_ID              what an instance's get_id() returns (OD_BACKEND_ID)
  *   OD_LAYER_TYPE_KNOWN(t)      whether layer type t exists
+ *   OD_RANK_KNOWN(r)            whether a tensor of a 1.3 layer type may have rank r (1 to 6)
+ *   OD_ROUND(v)                 ElementwiseUnary's round (half to even)
+ *   OD_REDUCE_KEEPS_DIMS(d)     whether a Reduce descriptor keeps the reduced axes (keep_dims)
  *   OD_DATA_TYPE_KNOWN(t)       whether data type t is one the backend runs
  *   OD_WORKLOAD_STRUCT_SIZE     the struct_size a workload declares
  *   OD_AFTER_EXECUTE(w)         runs after a successful execute (nothing)
@@ -53,7 +65,7 @@
 #define OD_INSTANCE_ID OD_BACKEND_ID
 #endif
 #ifndef OD_LAYER_TYPE_KNOWN
-#define OD_LAYER_TYPE_KNOWN(t) ((t) < BACKEND_LAYER_TYPE_COUNT)
+#define OD_LAYER_TYPE_KNOWN(t) ((t) < BACKEND_LAYER_TYPE_COUNT_1_3)
 #endif
 #ifndef OD_DATA_TYPE_KNOWN
 #define OD_DATA_TYPE_KNOWN(t) ((t) == BACKEND_DATA_TYPE_FLOAT32)
@@ -89,9 +101,22 @@
 #define OD_AFTER_CREATE_CONTEXT(c) ((void)(c))
 #endif
 
+#ifndef OD_ROUND
+#define OD_ROUND(v) od_round_half_even(v)
+#endif
+#ifndef OD_REDUCE_KEEPS_DIMS
+#define OD_REDUCE_KEEPS_DIMS(d) ((d)->keep_dims)
+#endif
+#ifndef OD_RANK_KNOWN
+#define OD_RANK_KNOWN(r) ((r) >= 1 && (r) <= BACKEND_MAX_LAYER_RANK)
+#endif
+
 #include "od_objects.h"
 #include "od_checks.h"
+#include "od_checks13.h"
 #include "od_kernels.h"
+#include "od_kernels13.h"
+#include "od_spatial13.h"
 #include "od_workloads.h"
 
 /* ---- instance ----------------------------------------------------------------------------- */

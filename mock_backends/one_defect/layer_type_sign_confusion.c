@@ -2,5 +2,5 @@
    a known layer type.
    Requirement: SUP-2 */
 #define OD_BACKEND_ID "DefectLayerTypeSign"
-#define OD_LAYER_TYPE_KNOWN(t) ((int32_t)(t) < BACKEND_LAYER_TYPE_COUNT) /* the defect */
+#define OD_LAYER_TYPE_KNOWN(t) ((int32_t)(t) < BACKEND_LAYER_TYPE_COUNT_1_3) /* the defect */
 #include "base.h"

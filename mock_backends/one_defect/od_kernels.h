@@ -1,13 +1,14 @@
 /*
- * od_kernels.h - one plain kernel per layer type. Part of base.h: a one-defect backend includes base.h, which sets the
- * knobs' defaults before it includes this.
+ * od_kernels.h - one plain kernel per layer type of Backend API 1.1 and 1.2. Part of base.h: a
+ * one-defect backend includes base.h, which sets the knobs' defaults before it includes this.
+ * What 1.3 added (its layer types, its activation functions, grouped convolution, the pooling
+ * and softmax members) runs in the kernels of od_kernels13.h and od_spatial13.h, so that a
+ * backend that replaces one of these replaces nothing of 1.3.
  */
 #ifndef ONE_DEFECT_KERNELS_H
 #define ONE_DEFECT_KERNELS_H
 
 /* ---- kernels ------------------------------------------------------------------------------ */
-
-typedef void OdKernel(OdWorkload *w, const float *const *in, float *out);
 
 static OdKernel od_activation, od_binary, od_fully_connected, od_convolution, od_depthwise, od_pooling,
     od_softmax, od_reshape;
@@ -262,10 +263,5 @@ static void od_reshape(OdWorkload *w, const float *const *in, float *out)
     memcpy(out, in[0], (size_t)od_count(&w->in[0]) * sizeof(float));
 }
 #endif
-
-static OdKernel *const OD_KERNELS[BACKEND_LAYER_TYPE_COUNT] = {
-    od_activation, od_binary, od_binary, od_fully_connected, od_convolution, od_depthwise, od_pooling,
-    od_softmax, od_reshape,
-};
 
 #endif /* ONE_DEFECT_KERNELS_H */

@@ -73,20 +73,38 @@ typedef struct OdContext {
     const BackendAllocator *allocator;
 } OdContext;
 
-typedef struct OdWorkload {
+/* Most inputs a layer of this backend takes (Concatenation's are refused past it). */
+#define OD_MAX_INPUTS 8
+
+typedef struct OdWorkload OdWorkload;
+typedef void OdKernel(OdWorkload *w, const float *const *in, float *out);
+
+struct OdWorkload {
     BackendWorkload base;
     const BackendAllocator *allocator;
     BackendLayerType type;
     uint32_t num_inputs;
-    BackendTensorInfo in[3];
+    BackendTensorInfo in[OD_MAX_INPUTS];
     BackendTensorInfo out;
+    OdKernel *kernel;                     /* chosen at creation from the type and descriptor */
+    /* the descriptors, each read as far as its struct_size reaches and defaulted beyond */
     BackendActivationDescriptor activation;
     BackendFullyConnectedDescriptor fc;
     BackendConvolution2dDescriptor conv;
     BackendPooling2dDescriptor pool;
     BackendSoftmaxDescriptor softmax;
+    BackendElementwiseUnaryDescriptor unary;
+    BackendConcatenationDescriptor concat;
+    BackendSliceDescriptor slice;
+    BackendTransposeDescriptor transpose;
+    BackendPadDescriptor pad;
+    BackendResizeDescriptor resize;
+    BackendReduceDescriptor reduce;
+    BackendBatchNormalizationDescriptor batch_norm;
+    BackendLayerNormalizationDescriptor layer_norm;
+    BackendTransposeConvolution2dDescriptor tconv;
     OD_WORKLOAD_STATE
-} OdWorkload;
+};
 
 static int64_t od_count(const BackendTensorInfo *t)
 {
@@ -96,4 +114,19 @@ static int64_t od_count(const BackendTensorInfo *t)
     return n;
 }
 
+/* The layer's descriptor as this backend reads it: `into` holds the defaults (what a member is
+   when the caller's struct_size does not reach it, as for a runtime built against an older
+   minor version), overwritten by as much of the caller's struct as its struct_size covers,
+   never more than this backend's struct. The caller has checked struct_size's minimum. */
+static void od_read_descriptor(void *into, size_t size, const void *descriptor);
+#ifndef OD_OWN_READ_DESCRIPTOR
+static void od_read_descriptor(void *into, size_t size, const void *descriptor)
+{
+    uint32_t given = *(const uint32_t *)descriptor;
+    memcpy(into, descriptor, given < size ? given : size);
+    *(uint32_t *)into = (uint32_t)size;
+}
+#endif
+
 #endif /* ONE_DEFECT_OBJECTS_H */
+

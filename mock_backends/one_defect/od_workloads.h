@@ -35,11 +35,11 @@ static BackendStatus od_execute(BackendWorkload *self, const BackendBuffer *inpu
                                 size_t message_size)
 {
     OdWorkload *w = (OdWorkload *)self;
-    const float *in[3] = {NULL, NULL, NULL};
+    const float *in[OD_MAX_INPUTS] = {NULL};
     OD_TRY(od_check_buffers(w, inputs, num_inputs, outputs, num_outputs, message, message_size));
-    for (uint32_t i = 0; i < num_inputs && i < 3; i++)
+    for (uint32_t i = 0; i < num_inputs && i < OD_MAX_INPUTS; i++)
         in[i] = inputs[i].data;
-    OD_KERNELS[w->type](w, in, outputs[0].data);
+    w->kernel(w, in, outputs[0].data);
     OD_AFTER_EXECUTE(w);
     return BACKEND_STATUS_OK;
 }
@@ -49,6 +49,59 @@ static void od_workload_destroy(BackendWorkload *self)
     OdWorkload *w = (OdWorkload *)self;
     OD_FREE_STATE(w);
     od_free(w->allocator, w);
+}
+
+/* The descriptor of the layer, read as far as its struct_size reaches (od_read_descriptor), and
+   the kernel that runs it: what 1.3 added runs in kernels of its own (od_kernels13.h,
+   od_spatial13.h), so that a backend replacing a kernel of 1.1 replaces nothing of 1.3. */
+static void od_read_layer(OdWorkload *w, const BackendLayerDescription *layer)
+{
+    static OdKernel *const KERNELS[BACKEND_LAYER_TYPE_COUNT_1_3] = {
+        od_activation, od_binary, od_binary, od_fully_connected, od_convolution, od_depthwise, od_pooling,
+        od_softmax, od_reshape, od_binary13, od_binary13, od_binary13, od_binary13, od_binary13, od_unary,
+        od_prelu, od_concatenation, od_slice, od_transpose, od_pad, od_resize, od_reduce,
+        od_batch_normalization, od_layer_normalization, od_mat_mul, od_transpose_convolution,
+    };
+    const void *d = layer->descriptor;
+    uint32_t rank = layer->inputs[0].num_dimensions;
+    /* od_check_layer checked a type past the table as a Reshape */
+    w->kernel = layer->layer_type < BACKEND_LAYER_TYPE_COUNT_1_3 ? KERNELS[layer->layer_type] : od_reshape;
+    switch (layer->layer_type) {
+    case BACKEND_LAYER_ACTIVATION:
+        od_read_descriptor(&w->activation, sizeof w->activation, d);
+        if (w->activation.function > BACKEND_ACTIVATION_LEAKY_RELU)
+            w->kernel = od_activation13;
+        break;
+    case BACKEND_LAYER_FULLY_CONNECTED: od_read_descriptor(&w->fc, sizeof w->fc, d); break;
+    case BACKEND_LAYER_CONVOLUTION2D:
+    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D:
+        w->conv = od_conv_descriptor(d);
+        if (w->conv.groups != 1)
+            w->kernel = od_grouped_convolution;
+        break;
+    case BACKEND_LAYER_POOLING2D:
+        w->pool = od_pool_descriptor(d);
+        if (w->pool.pool_type == BACKEND_POOLING_L2 || w->pool.ceil_mode || w->pool.count_include_pad ||
+            w->pool.dilation_y != 1 || w->pool.dilation_x != 1)
+            w->kernel = od_pooling13;
+        break;
+    case BACKEND_LAYER_SOFTMAX:
+        w->softmax = od_softmax_descriptor(d, rank);
+        if (w->softmax.axis != rank - 1 || w->softmax.log)
+            w->kernel = od_softmax13;
+        break;
+    case BACKEND_LAYER_ELEMENTWISE_UNARY: od_read_descriptor(&w->unary, sizeof w->unary, d); break;
+    case BACKEND_LAYER_CONCATENATION: od_read_descriptor(&w->concat, sizeof w->concat, d); break;
+    case BACKEND_LAYER_SLICE: od_read_descriptor(&w->slice, sizeof w->slice, d); break;
+    case BACKEND_LAYER_TRANSPOSE: od_read_descriptor(&w->transpose, sizeof w->transpose, d); break;
+    case BACKEND_LAYER_PAD: od_read_descriptor(&w->pad, sizeof w->pad, d); break;
+    case BACKEND_LAYER_RESIZE: od_read_descriptor(&w->resize, sizeof w->resize, d); break;
+    case BACKEND_LAYER_REDUCE: od_read_descriptor(&w->reduce, sizeof w->reduce, d); break;
+    case BACKEND_LAYER_BATCH_NORMALIZATION: od_read_descriptor(&w->batch_norm, sizeof w->batch_norm, d); break;
+    case BACKEND_LAYER_LAYER_NORMALIZATION: od_read_descriptor(&w->layer_norm, sizeof w->layer_norm, d); break;
+    case BACKEND_LAYER_TRANSPOSE_CONVOLUTION2D: od_read_descriptor(&w->tconv, sizeof w->tconv, d); break;
+    default: break;
+    }
 }
 
 static BackendStatus od_create_workload(BackendWorkloadFactory *self, const BackendLayerDescription *layer,
@@ -69,17 +122,7 @@ static BackendStatus od_create_workload(BackendWorkloadFactory *self, const Back
     w->num_inputs = layer->num_inputs;
     memcpy(w->in, layer->inputs, layer->num_inputs * sizeof w->in[0]);
     w->out = layer->outputs[0];
-    switch (layer->layer_type) {
-    case BACKEND_LAYER_ACTIVATION: w->activation = *(const BackendActivationDescriptor *)layer->descriptor; break;
-    case BACKEND_LAYER_FULLY_CONNECTED: w->fc = *(const BackendFullyConnectedDescriptor *)layer->descriptor; break;
-    case BACKEND_LAYER_CONVOLUTION2D:
-    case BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D:
-        w->conv = *(const BackendConvolution2dDescriptor *)layer->descriptor;
-        break;
-    case BACKEND_LAYER_POOLING2D: w->pool = *(const BackendPooling2dDescriptor *)layer->descriptor; break;
-    case BACKEND_LAYER_SOFTMAX: w->softmax = *(const BackendSoftmaxDescriptor *)layer->descriptor; break;
-    default: break;
-    }
+    od_read_layer(w, layer);
     *workload = &w->base;
     return BACKEND_STATUS_OK;
 }

@@ -4,5 +4,5 @@
 #define OD_BACKEND_ID "DefectSlow"
 #define OD_AFTER_EXECUTE(w) \
     for (int again = 0; again < 40; again++) /* the defect */ \
-        OD_KERNELS[(w)->type]((w), in, outputs[0].data)
+        (w)->kernel((w), in, outputs[0].data)
 #include "base.h"

@@ -40,5 +40,5 @@ def converter(op_type: str, opset: int):
     return chosen
 
 
-from loader.onnx.ops import (composite, elementwise, linear, normalization,  # noqa: E402,F401
-                             shape, spatial, tensor)
+from loader.onnx.ops import (attention, composite, elementwise, linear,  # noqa: E402,F401
+                             normalization, shape, spatial, tensor)

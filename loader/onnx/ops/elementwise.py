@@ -42,6 +42,9 @@ def broadcast_layer(builder, layer, a: Value, b: Value) -> Value:
             return builder.float_tensor(Value.constant(padded), layout)
         if value.rank == rank:
             return builder.float_tensor(value, layout)
+        if value.rank == 0:             # layers take rank 1 and up: a scalar as [1]
+            from loader.onnx.ops.shape import _reshaped
+            return builder.float_tensor(_reshaped(builder, value, (1,)))
         return builder.float_tensor(value)
     return Value.runtime(builder.layer(layer, [operand(a), operand(b)]), shape, layout)
 
@@ -227,8 +230,14 @@ def identity(builder, node, inputs, attrs, opset):
 
 @converts("Dropout")
 def dropout(builder, node, inputs, attrs, opset):
+    """Inference: the identity. The ratio and seed change nothing then; training mode (a
+    training_mode input that is true or known only at run time) is refused."""
     if len(node.output) > 1 and node.output[1]:
         raise Unsupported("Dropout's mask output is not supported (inference only)")
+    training = inputs[2] if len(inputs) > 2 else None
+    if training is not None and (not training.is_const or bool(np.any(training.const))):
+        raise Unsupported("training mode")
+    attrs.ignore("seed", "ratio")
     return [inputs[0]]
 
 

@@ -98,7 +98,7 @@ def range_(builder, node, inputs, attrs, opset):
 _FOLD_ONLY = {
     "Equal": np.equal, "Less": np.less, "Greater": np.greater, "LessOrEqual": np.less_equal,
     "GreaterOrEqual": np.greater_equal, "And": np.logical_and, "Or": np.logical_or,
-    "Xor": np.logical_xor, "Not": np.logical_not, "Where": np.where,
+    "Xor": np.logical_xor, "Not": np.logical_not,
 }
 
 
@@ -109,6 +109,31 @@ def fold_only(builder, node, inputs, attrs, opset):
     result = np.asarray(_FOLD_ONLY[node.op_type](*arrays))
     _check_size(result.shape, where)
     return [Value.constant(result)]
+
+
+@converts("Where")
+def where_(builder, node, inputs, attrs, opset):
+    """Folded when every input is a constant; with run-time operands, a constant condition
+    that is the same everywhere picks one of them (broadcast to the result's shape)."""
+    where = f"node {node.name!r} (Where)"
+    condition, a, b = inputs
+    if condition.is_const and a.is_const and b.is_const:
+        result = np.where(condition.const, a.const, b.const)
+        _check_size(result.shape, where)
+        return [Value.constant(result)]
+    if not condition.is_const:
+        raise Unsupported("a condition known only at run time")
+    shape = tuple(int(v) for v in np.broadcast_shapes(condition.shape, a.shape, b.shape))
+    if condition.const.all():
+        chosen = a
+    elif not condition.const.any():
+        chosen = b
+    else:
+        raise Unsupported("a condition that differs between elements, with run-time operands")
+    if chosen.is_const:
+        _check_size(shape, where)
+        return [Value.constant(np.broadcast_to(chosen.const, shape).copy())]
+    return [broadcast_to(builder, chosen, shape)]
 
 
 @converts("Mod")
@@ -221,8 +246,16 @@ def expand(builder, node, inputs, attrs, opset):
     if x.is_const:
         _check_size(shape, where)
         return [Value.constant(np.broadcast_to(x.const, shape).copy())]
-    if shape == x.shape:
-        return [x]
+    return [broadcast_to(builder, x, shape)]
+
+
+def broadcast_to(builder, x: Value, shape) -> Value:
+    """A run-time value broadcast to ``shape``: multiplied by ones along the axes it repeats
+    (exact for every value, -0, infinities and NaN included)."""
+    if tuple(shape) == x.shape:
+        return x
     from loader.onnx.ops.elementwise import broadcast_layer
-    return [broadcast_layer(builder, "Addition", x, Value.constant(np.zeros(shape, np.float32)))]
+    padded = (1,) * (len(shape) - x.rank) + tuple(x.shape)
+    ones = np.ones([n if p == 1 else 1 for n, p in zip(shape, padded)], np.float32)
+    return broadcast_layer(builder, "Multiplication", x, Value.constant(ones))
 

@@ -1,5 +1,6 @@
-/* Correct: a backend that runs only Activation (relu, sigmoid, tanh), Addition and Softmax, and
-   refuses everything else with status UNSUPPORTED and a reason. No memory manager, no backend
+/* Correct: a backend that runs only Activation (relu, sigmoid, tanh), Addition and Softmax (over
+   the last axis), and refuses everything else with status UNSUPPORTED and a reason: the layer
+   types, activation functions and Softmax members of Backend API 1.3 among them. No memory manager, no backend
    context, no custom allocator (the optional functions are NULL). Independent of base.h and of
    reference_backend/. Must be conformant: everything it does not do is NOT_SUPPORTED. */
 #include <math.h>
@@ -75,6 +76,11 @@ static BackendStatus judge(const BackendLayerDescription *l, char *message, size
         if (d == NULL || d->struct_size < BACKEND_SOFTMAX_DESCRIPTOR_SIZE_1_1 || !isfinite(d->beta) ||
             l->inputs[0].num_dimensions < 1)
             return say(message, size, BACKEND_STATUS_INVALID_ARGUMENT, "bad softmax");
+        /* Backend API 1.3 appended axis and log; read only when the caller's struct has them. */
+        if (BACKEND_STRUCT_HAS(BackendSoftmaxDescriptor, d, log) &&
+            (d->axis != l->inputs[0].num_dimensions - 1 || d->log != 0))
+            return say(message, size, BACKEND_STATUS_UNSUPPORTED,
+                       "CorrectSubset normalizes over the last axis only, and not as LogSoftmax");
     } else {
         const BackendTensorInfo *a = &l->inputs[0], *b = &l->inputs[1], *o = &l->outputs[0];
         uint32_t rank = a->num_dimensions > b->num_dimensions ? a->num_dimensions : b->num_dimensions;
