@@ -13,7 +13,8 @@ from setuptools.command.build_py import build_py
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from mock_backends import library_name, one_defect_library_name  # noqa: E402  (pure Python)
+from mock_backends import (fault_library_name, library_name,  # noqa: E402  (pure Python)
+                           one_defect_library_name)
 
 try:
     import Cython
@@ -28,6 +29,7 @@ if int(Cython.__version__.split(".")[0]) != 3:
 C_FLAGS = ["-std=c11", "-Wall", "-Wextra", "-fvisibility=hidden", "-D_GNU_SOURCE"]
 NATIVE = "loader/native"
 ELF_READER = "loader/native/elf"
+HOST = "loader/native/host"
 # Directories of C compiled apart with C_FLAGS and linked into the Python extension of that name.
 NATIVE_CODE = {"loader._core": [NATIVE, ELF_READER]}
 
@@ -84,17 +86,27 @@ class BuildExt(build_ext):
         super().build_extension(ext)
 
 
-class BuildProbe(BuildExt):
-    """Also builds loader/dynamic-backend-probe, the program isolated probing runs."""
+class BuildPrograms(BuildExt):
+    """Also builds the two programs the loader runs: loader/dynamic-backend-probe (isolated
+    probing) and loader/dynamic-backend-host (backends out of process), which links the ELF
+    reader the loader's pre-checks use."""
 
     def run(self):
         super().run()
-        objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
-                                        include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
         in_source = self.inplace or getattr(self, "editable_mode", False)
         target_dir = "loader" if in_source else os.path.join(self.build_lib, "loader")
+        objects = self.compiler.compile(["loader/probe.c"], output_dir=self.build_temp,
+                                        include_dirs=["abi"], extra_postargs=["-Wall", "-Wextra"])
         self.compiler.link_executable(objects, "dynamic-backend-probe", output_dir=target_dir,
                                       libraries=["dl"])
+        sources = sorted(glob(f"{HOST}/*.c") + glob(f"{ELF_READER}/*.c"))
+        objects = self.compiler.compile(
+            sources, output_dir=os.path.join(self.build_temp, "host"), include_dirs=["abi"],
+            extra_postargs=C_FLAGS, depends=sorted(glob(f"{HOST}/*.h") + glob(f"{ELF_READER}/*.h")
+                                                   + ["abi/backend_api.h",
+                                                      f"{NATIVE}/struct_members.h"]))
+        self.compiler.link_executable(objects, "dynamic-backend-host", output_dir=target_dir,
+                                      libraries=["dl"], extra_postargs=["-pthread"])
 
 
 class BuildPy(build_py):
@@ -142,7 +154,19 @@ def mock_libraries():
         if stem == "missing_dependency":
             library.link_stub = "mock_backends/support/absent_dependency.c"
         libraries.append(library)
-    return libraries + one_defect_libraries()
+    return libraries + one_defect_libraries() + fault_libraries()
+
+
+def fault_libraries():
+    """mock_backends/faults/*.c -> faults/lib/ (a fault in the call a test chooses, for the
+    backend host's tests)."""
+    return [NativeLibrary(f"mock_backends/faults/lib/{fault_library_name(stem)}", [source],
+                          extra_link_args=["-pthread"],
+                          depends=["abi/backend_api.h", "mock_backends/skeleton.h",
+                                   "mock_backends/subgraph_skeleton.h",
+                                   "mock_backends/faults/fault.h"])
+            for source in sorted(glob("mock_backends/faults/*.c"))
+            for stem in [os.path.splitext(os.path.basename(source))[0]]]
 
 
 # base.h and the parts it includes: every one-defect and correct backend includes them all.
@@ -166,12 +190,13 @@ def one_defect_libraries():
 core = Extension(
     "loader._core",
     ["loader/_core.pyx"],
-    include_dirs=["abi", NATIVE, ELF_READER],
+    include_dirs=["abi", NATIVE, ELF_READER, HOST],
     libraries=["dl"],
     extra_compile_args=["-D_GNU_SOURCE"],
     depends=["abi/backend_api.h", "abi/backend_api.pxd", "loader/_posix.pxd"]
-    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob(f"{NATIVE}/*.pxd")
-             + glob(f"{ELF_READER}/*.pxd")),
+    + sorted(glob("loader/_*.pxi") + glob("loader/networks/_*.pxi") + glob("loader/host/_*.pxi")
+             + glob(f"{NATIVE}/*.pxd") + glob(f"{ELF_READER}/*.pxd") + glob(f"{HOST}/*.pxd")
+             + [f"{HOST}/protocol.h"]),
 )
 
 reference = NativeLibrary(
@@ -184,8 +209,8 @@ reference = NativeLibrary(
 
 setup(
     # Generated C goes under build/, out of the sources' way.
-    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", NATIVE, ELF_READER],
+    ext_modules=cythonize([core], build_dir="build/cython", include_path=["abi", NATIVE, ELF_READER, HOST],
                           compiler_directives={"language_level": 3})
     + [reference] + mock_libraries(),
-    cmdclass={"build_ext": BuildProbe, "build_py": BuildPy},
+    cmdclass={"build_ext": BuildPrograms, "build_py": BuildPy},
 )

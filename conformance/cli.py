@@ -2,7 +2,7 @@
 
     backend-conformance run --backend FILE.so [--json F|-] [--junit-xml F|-] [-k EXPR]
                             [--expectations F [--exit-zero-on-expected]] [--timeout S]
-                            [--in-process] [-q] [--quick] [--seed N]
+                            [--in-process] [--backend-host MODE] [-q] [--quick] [--seed N]
     backend-conformance list [-k EXPR]
     backend-conformance info --backend FILE.so [--json]
     backend-conformance init --vendor V --name N DIR
@@ -111,7 +111,7 @@ def _run(parser, args) -> int:
     terminal = sys.stderr if STDOUT in (args.json, args.junit_xml) else sys.stdout
     progress = report.Progress(sys.stderr, quiet=args.quiet)
     run = runner.Controller(backend, args.timeout, progress, args.in_process, seed=args.seed,
-                            quick=args.quick).run(selected, args.k)
+                            quick=args.quick, backend_host=args.backend_host).run(selected, args.k)
     if run.interrupted is not None:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not lose the reports
     if args.json:
@@ -139,7 +139,7 @@ def _options(args) -> dict:
     """The options of a run, as given, for the JSON summary."""
     return {"k": args.k, "timeout": args.timeout, "expectations": args.expectations,
             "exit_zero_on_expected": args.exit_zero_on_expected, "in_process": args.in_process,
-            "json": args.json,
+            "backend_host": args.backend_host, "json": args.json,
             "junit_xml": args.junit_xml}
 
 
@@ -227,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--in-process", action="store_true",
                      help="run the cases in this process, without isolation or timeout, to debug "
                           "one under gdb, valgrind or ASan (a crash ends the kit)")
+    run.add_argument("--backend-host", choices=("in-process", "process"), default="in-process",
+                     help="process: run every backend call in a backend host process (as "
+                          "loader.Runtime(backend_host='process') does), where a crash or a hang "
+                          "ends the case and the run goes on without a new worker")
     run.add_argument("-q", "--quiet", action="store_true", help="no progress output")
     run.add_argument("--quick", action="store_true",
                      help="the quick tier: the fixed cases only, without the raw-interface, "

@@ -146,11 +146,14 @@ def _run_substitutions(net, spec, views, seed, when="", backend=None):
                   for name in names}
         arrays = [values[name] for name in names]
         results = [np.empty(net.tensor(spec.tensors[t][0]).shape, np.float32) for t in outputs]
-        executor = _core.Executor(
-            [(f"substitution {k}", "compiled", compiled,
-              [("dynamic", j) for j in range(len(arrays))],
-              [("dynamic", len(arrays) + j) for j in range(len(results))])],
-            None, len(arrays) + len(results))
+        steps = [(f"substitution {k}", "compiled", compiled,
+                  [("dynamic", j) for j in range(len(arrays))],
+                  [("dynamic", len(arrays) + j) for j in range(len(results))])]
+        if getattr(compiled, "hosted", False):        # --backend-host process
+            from loader.host.executor import HostExecutor
+            executor = HostExecutor(steps, 0, [a.nbytes for a in arrays + results], len(arrays))
+        else:
+            executor = _core.Executor(steps, None, len(arrays) + len(results))
         if backend is not None:
             _note(backend, "execute (compiled sub-graph)")
         try:

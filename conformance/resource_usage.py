@@ -1,7 +1,8 @@
 """What this process holds, counted the same way by every loop of the kit that creates and
 destroys backend objects, or runs one over and over (LIFE-1, LIFE-6): heap in use (mallinfo2),
 memory mappings (/proc/self/maps: how many, and how many bytes), open file descriptors
-(/proc/self/fd) and threads (/proc/self/task).
+(/proc/self/fd) and threads (/proc/self/task); of the backend host instead when the kit runs
+the backend in one (there the heap is not counted).
 
 A loop runs twice after settling; a kind of resource leaks when it grew by more than its limit in
 both runs, so that a one-off (an arena, a cache, a pool started on first use) is not taken for a
@@ -53,15 +54,32 @@ def _entries(directory) -> int:
     return len(os.listdir(directory))
 
 
+# Where the backend runs: this process, or (backend-conformance run --backend-host process) the
+# backend host that serves it, whose process id this gives (its heap cannot be counted from here).
+_host_pid: Optional[Callable[[], Optional[int]]] = None
+
+
+def watch_host(pid: Optional[Callable[[], Optional[int]]]) -> None:
+    """Count the resources of the process ``pid()`` names instead of this one (None: this)."""
+    global _host_pid
+    _host_pid = pid
+
+
+def _proc() -> str:
+    pid = _host_pid() if _host_pid is not None else None
+    return "/proc/self" if pid is None else f"/proc/{pid}"
+
+
 def usage() -> Usage:
     mappings = mapped = 0
-    with open("/proc/self/maps") as f:
+    proc = _proc()
+    with open(f"{proc}/maps") as f:
         for line in f:
             start, _, end = line.partition(" ")[0].partition("-")
             mappings += 1
             mapped += int(end, 16) - int(start, 16)
-    return Usage(heap_in_use(), mappings, mapped, _entries("/proc/self/fd"),
-                 _entries("/proc/self/task"))
+    return Usage(heap_in_use() if proc == "/proc/self" else None, mappings, mapped,
+                 _entries(f"{proc}/fd"), _entries(f"{proc}/task"))
 
 
 def _run(cycle: Callable[[], None], cycles: int, before: Usage):
@@ -71,8 +89,8 @@ def _run(cycle: Callable[[], None], cycles: int, before: Usage):
         cycle()
         ran += 1
         if ran % WATCH_EVERY == 0 and (
-                _entries("/proc/self/fd") - before.fds > FDS
-                or _entries("/proc/self/task") - before.threads > THREADS):
+                _entries(f"{_proc()}/fd") - before.fds > FDS
+                or _entries(f"{_proc()}/task") - before.threads > THREADS):
             break
     gc.collect()
     return ran, usage()

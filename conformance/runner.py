@@ -153,15 +153,16 @@ def select_cases(expression: Optional[str], quick: bool = False) -> List[Case]:
 class Worker:
     """One worker process with the library loaded; restarted by the controller after it dies."""
 
-    def __init__(self, backend_file: str, log, calls_fd: int):
+    def __init__(self, backend_file: str, log, calls_fd: int, call_timeout=None):
         self.log = log
         self.log_start = log.seek(0, os.SEEK_END)
         command_read, self.command_write = os.pipe()
         self.event_read, event_write = os.pipe()
         env = {k: v for k, v in os.environ.items() if k != "PYTHONFAULTHANDLER"}
+        host = [] if call_timeout is None else [repr(call_timeout)]
         self.process = subprocess.Popen(
             [sys.executable, "-m", "conformance.worker", backend_file, str(command_read),
-             str(event_write), str(calls_fd)],
+             str(event_write), str(calls_fd)] + host,
             pass_fds=(command_read, event_write, calls_fd), stdin=subprocess.DEVNULL, stdout=log,
             stderr=log, cwd="/", env=env, start_new_session=True)
         os.close(command_read)
@@ -228,12 +229,16 @@ class Controller:
     """Runs cases against one backend file with crash isolation."""
 
     def __init__(self, backend_file: str, timeout: float = DEFAULT_TIMEOUT, progress=None,
-                 in_process: bool = False, seed: Optional[int] = None, quick: bool = False):
+                 in_process: bool = False, seed: Optional[int] = None, quick: bool = False,
+                 backend_host: str = "in-process"):
         """``progress``, if given, has ``started(case, index, total)``, called before a case
         runs, and ``finished(result, index, total)`` (report.Progress). ``in_process`` runs
         every case in this process, without isolation or timeout: for gdb, valgrind or ASan.
         ``seed``: of the generated cases' values (layer_runs.DEFAULT_SEED when None). ``quick``:
-        the run is of the quick tier, which is whole when every quick case ran."""
+        the run is of the quick tier, which is whole when every quick case ran.
+        ``backend_host``: ``"process"`` runs every backend call of the cases in a backend host
+        process (loader.host) that the worker starts: a crash or a hang there ends that case
+        alone (a call may take half the case's timeout) and the worker goes on."""
         from conformance.layer_runs import DEFAULT_SEED
         self.seed = DEFAULT_SEED if seed is None else seed
         self.quick = quick
@@ -242,6 +247,7 @@ class Controller:
         self.timeout = timeout
         self.progress = progress
         self.in_process = in_process
+        self.call_timeout = timeout / 2 if backend_host == "process" else None
         self.worker: Optional[Worker] = None
         self.subject = None                    # in_process: the library, loaded here
         self.identity: Optional[dict] = None   # id and version, as the first worker read them
@@ -269,7 +275,7 @@ class Controller:
         """A worker with the library loaded, or the result that explains why there is none."""
         load_case = _cases.CASES["entry.load"]
         self._clear_call()
-        self.worker = Worker(self.canonical, self.log, self.calls.fileno())
+        self.worker = Worker(self.canonical, self.log, self.calls.fileno(), self.call_timeout)
         try:
             event = self.worker.next_event(STARTUP_TIMEOUT)  # "loading": Python is up
             if event is not None:
@@ -344,19 +350,21 @@ class Controller:
             call, layer = self._call_in_progress()
             return Result(case, "CRASH", f"the worker {how}{_in(call)}{doing}", call=call,
                           layer=layer, output=output)
-        return Result(case, event["status"], event.get("message", ""), layer=event.get("layer"))
+        return Result(case, event["status"], event.get("message", ""), call=event.get("call"),
+                      layer=event.get("layer"), output=event.get("output") or "")
 
     def _run_here(self, case: Case) -> Result:
         """The case in this process (``in_process``): a crash ends the kit, as it should under
         a debugger."""
         from conformance import worker
         if self.subject is None:
-            self.subject = worker.Subject(self.canonical)
+            self.subject = worker.Subject(self.canonical, call_timeout=self.call_timeout)
             self.subject.seed = self.seed
             self.subject.load()
             self.identity = self.identity or self.subject.identity() or None
         outcome = worker.run_case(self.subject, case)
-        return Result(case, outcome["status"], outcome["message"], layer=outcome["layer"])
+        return Result(case, outcome["status"], outcome["message"], call=outcome.get("call"),
+                      layer=outcome["layer"], output=outcome.get("output") or "")
 
     def run_one(self, case: Case) -> Result:
         """Run one case (starting a worker if none is running)."""
@@ -442,6 +450,6 @@ class _FileSubject:
 
 def run_cases(backend_file: str, expression: Optional[str] = None, timeout: float = DEFAULT_TIMEOUT,
               progress=None, in_process: bool = False, quick: bool = False,
-              seed: Optional[int] = None) -> Run:
-    return Controller(backend_file, timeout, progress, in_process, seed, quick).run(
-        select_cases(expression, quick), expression)
+              seed: Optional[int] = None, backend_host: str = "in-process") -> Run:
+    return Controller(backend_file, timeout, progress, in_process, seed, quick,
+                      backend_host).run(select_cases(expression, quick), expression)

@@ -95,7 +95,9 @@ def compare(theirs: Callable[[], Timing], ours: Callable[[], Timing], threshold=
     return result
 
 
-def _reference_backend():
+def _reference_backend(hosted=False):
+    """The reference backend, in a backend host of its own when the backend under test runs in
+    one (each call then costs a round trip for both)."""
     import reference_backend
     from loader import _core
     library, reason, detail = _core.Library.open(reference_backend.LIBRARY_PATH)
@@ -103,6 +105,9 @@ def _reference_backend():
         return None
     major, minor = library.read_version()
     library.accept(library.read_backend_id().decode("ascii"), major, minor)
+    if hosted:
+        from loader.host import HostSettings, HostedLibrary
+        library = HostedLibrary.adopt(library, HostSettings(None, 0, {}))
     return library.create_backend()
 
 
@@ -125,9 +130,17 @@ def _measure(backend, reference, spec, seed) -> Tuple[Comparison, str]:
 @case("speed.layers", "PERF-1", tier="full")
 def _speed(subject):
     backend = subject.backend()
-    reference = _reference_backend()
+    reference = _reference_backend(getattr(backend, "hosted", False))
     if reference is None:
         raise NotSupported("the reference backend cannot be loaded here")
+    try:
+        return _compare_all(subject, backend, reference)
+    finally:
+        if getattr(reference, "hosted", False):
+            reference.library.close()               # its host goes now
+
+
+def _compare_all(subject, backend, reference):
     findings, measured, ratios = [], 0, []
     for spec in SPEED_SPECS:
         shapes = [tuple(s) for s in spec["inputs"]]

@@ -38,6 +38,14 @@ CALLS = {
 }
 
 
+# A backend in a host process (backend-conformance run --backend-host process) is used through
+# loader.host's objects, whose methods are those of their loader._core counterparts.
+for _name in ("Backend", "WorkloadFactory", "Workload", "MemoryManager", "BackendContext"):
+    CALLS["Host" + _name] = CALLS[_name]
+CALLS["HostedSubjectLibrary"] = CALLS["Library"]
+del _name
+
+
 class CallRecord:
     """The call in progress and the layer case it serves. ``fd``: the shared file (worker
     side); without it, a private buffer (a run in the kit's own process)."""

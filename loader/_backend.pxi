@@ -88,6 +88,30 @@ cdef int _check(abi.BackendStatus status, char *message, str action) except -1:
     raise cls(f"{action}: {text} (status {status})")
 
 
+def status_error(int status, bytes message, str action):
+    """The exception _check raises for ``status`` with the backend's ``message`` (bytes up to
+    its NUL), or None for OK: the same rule for a backend in a host process."""
+    if status == abi.BACKEND_STATUS_OK:
+        return None
+    text = message.decode("utf-8", "replace") if message else "no message"
+    cls = _errors.STATUS_ERRORS.get(status, _errors.BackendInternalError)
+    return cls(f"{action}: {text} (status {status})")
+
+
+def feature_unavailable(str backend_id, int index, uint32_t minor, uint32_t struct_size,
+                        bint covered):
+    """What _enter_feature says of the feature FEATURES[index] an instance lacks."""
+    cdef Feature feature = FEATURES[index]
+    return (f"backend {backend_id!r}: {feature.name} ({feature.member}) is "
+            + (f"missing: {_absence(feature, minor, struct_size)}" if not covered
+               else "not implemented"))
+
+
+def absence(int index, uint32_t minor, uint32_t struct_size):
+    """Why FEATURES[index] is not in an instance of this minor version and struct size."""
+    return _absence(FEATURES[index], minor, struct_size)
+
+
 include "_layer_call.pxi"
 include "_backend_objects.pxi"
 
@@ -422,9 +446,15 @@ _MALLOC_ALLOCATOR.allocate = _malloc_allocate
 _MALLOC_ALLOCATOR.deallocate = _malloc_deallocate
 
 
-def query_availability(Backend backend):
+def query_availability(object backend):
     """(True, "") when ``backend``'s is_available() says it can run here (or it has none),
     else (False, its message). Rule 12.6."""
+    if not isinstance(backend, Backend):
+        return backend._query_availability()
+    return _query_availability(backend)
+
+
+cdef tuple _query_availability(Backend backend):
     cdef abi.BackendInstance *instance
     cdef char message[MESSAGE_SIZE]
     cdef abi.BackendStatus status

@@ -78,6 +78,11 @@ cdef uint64_t _network_id(object value) except? 0:
     return int(value)
 
 
+def network_id(value):
+    """``value`` checked as a network id the ABI can carry (TypeError, InvalidArgumentError)."""
+    return _network_id(value)
+
+
 # Its native handle lives in the library: the garbage collector must never drop the library
 # reference before __dealloc__ has released the handle.
 @cython.no_gc_clear

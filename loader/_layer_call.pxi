@@ -194,15 +194,18 @@ cdef void _fill_descriptor(_LayerCall call, uint32_t code, dict f) except *:
 
 
 cdef str _version_refusal(object prepared, Library library):
+    return version_refusal(prepared, library.backend_id, library.major, library.minor)
+
+
+def version_refusal(object prepared, str backend_id, uint32_t major, uint32_t minor):
     """Why a backend cannot be handed ``prepared`` because of its Backend API version, or None
     (CHANGELOG 1.3: a backend is never offered what its version cannot express)."""
-    if prepared.minor <= library.minor or prepared.minor <= 1:   # 1.0 lacks layers altogether
+    if prepared.minor <= minor or prepared.minor <= 1:   # 1.0 lacks layers altogether
         return None
     what = (f"the layer type {prepared.name}" if prepared.code >= abi.BACKEND_LAYER_TYPE_COUNT_1_2
             else f"{prepared.name} with these descriptor values")
     return (f"not supported by this backend's API version: {what} needs Backend API "
-            f"1.{prepared.minor}, {library.backend_id!r} is built against "
-            f"{library.major}.{library.minor}")
+            f"1.{prepared.minor}, {backend_id!r} is built against {major}.{minor}")
 
 
 cdef object _prepare(object layer, object inputs, object descriptor):

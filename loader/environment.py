@@ -15,6 +15,8 @@ value and what was expected.
 | ``DYNAMIC_BACKEND_STRICT_PERMISSIONS`` | ``1`` refuses files and directories others can write |
 | ``DYNAMIC_BACKEND_LOAD`` | ``eager`` or ``deferred``: when registered backends are loaded |
 | ``DYNAMIC_BACKEND_DEBUG`` | ``1``/``debug``, ``info``, ``warning``: the ``loader`` log on stderr |
+| ``DYNAMIC_BACKEND_HOST`` | ``process`` or ``in-process``: where backends run |
+| ``DYNAMIC_BACKEND_CALL_TIMEOUT`` | seconds a call into a backend host may take, or ``none`` |
 
 The two path variables choose code to load, so a secure-execution (setuid/setgid) process
 ignores them, as the dynamic linker ignores ``LD_LIBRARY_PATH``; the others can only narrow or
@@ -26,7 +28,7 @@ The backend cache of deferred loading lives in ``$XDG_CACHE_HOME/dynamic-backend
 import logging
 import os
 import sys
-from typing import Mapping, Optional
+from typing import Mapping, Optional, Tuple
 
 from loader import timeouts
 
@@ -39,11 +41,15 @@ PROBE_TIMEOUT = "DYNAMIC_BACKEND_PROBE_TIMEOUT"
 STRICT_PERMISSIONS = "DYNAMIC_BACKEND_STRICT_PERMISSIONS"
 LOAD = "DYNAMIC_BACKEND_LOAD"
 DEBUG = "DYNAMIC_BACKEND_DEBUG"
+HOST = "DYNAMIC_BACKEND_HOST"
+CALL_TIMEOUT = "DYNAMIC_BACKEND_CALL_TIMEOUT"
 
-ALL = (PATHS, ADD_PATHS, SELECT, DISABLE, PROBE, PROBE_TIMEOUT, STRICT_PERMISSIONS, LOAD, DEBUG)
+ALL = (PATHS, ADD_PATHS, SELECT, DISABLE, PROBE, PROBE_TIMEOUT, STRICT_PERMISSIONS, LOAD, DEBUG,
+       HOST, CALL_TIMEOUT)
 
 PROBE_MODES = ("in-process", "isolated")
 LOAD_MODES = ("eager", "deferred")
+HOST_MODES = ("in-process", "process")
 
 log = logging.getLogger("loader")
 
@@ -106,6 +112,31 @@ def load_mode(environ=None, notes: Optional[list] = None) -> Optional[str]:
         return mode
     _ignored(LOAD, value, "'eager' or 'deferred'", notes)
     return None
+
+
+def backend_host(environ=None, notes: Optional[list] = None) -> Optional[str]:
+    """``DYNAMIC_BACKEND_HOST``: "process", "in-process", or None when unset or invalid."""
+    value = _environ(environ).get(HOST)
+    if value is None:
+        return None
+    mode = value.strip().lower()
+    if mode in HOST_MODES:
+        return mode
+    _ignored(HOST, value, "'process' or 'in-process'", notes)
+    return None
+
+
+def call_timeout(environ=None, notes: Optional[list] = None) -> Tuple[bool, Optional[float]]:
+    """``DYNAMIC_BACKEND_CALL_TIMEOUT``: (True, seconds as loader.timeouts allows them, or None
+    for ``none``: no limit), or (False, None) when unset or invalid."""
+    value = _environ(environ).get(CALL_TIMEOUT)
+    if value is None:
+        return False, None
+    try:
+        return True, timeouts.parse(value, CALL_TIMEOUT, allow_none=True)
+    except ValueError:
+        _ignored(CALL_TIMEOUT, value, timeouts.describe() + " or none", notes)
+        return False, None
 
 
 def cache_directory(environ=None) -> Optional[str]:

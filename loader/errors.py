@@ -58,6 +58,27 @@ class FeatureNotAvailableError(BackendError, NotImplementedError):
     a minor version that predates it."""
 
 
+class BackendCrashedError(BackendError):
+    """A backend running out of process (``Runtime(backend_host="process")``) crashed, exited or
+    was killed during a call, or an object it created was lost that way. ``backend`` is its id,
+    ``call`` the Backend API call in progress, ``signal`` the signal's name (``"SIGSEGV"``) or
+    ``exit_status`` the status it exited with, ``output`` the last lines its process printed."""
+
+    def __init__(self, message, backend=None, call=None, signal=None, exit_status=None,
+                 output=""):
+        super().__init__(message)
+        self.backend = backend
+        self.call = call
+        self.signal = signal
+        self.exit_status = exit_status
+        self.output = output
+
+
+class BackendTimeoutError(BackendCrashedError):
+    """A call into a backend running out of process took longer than the runtime's
+    ``call_timeout``; its host process was killed."""
+
+
 class BackendStatusError(BackendError):
     """A backend call failed; ``status`` is its BACKEND_STATUS_* code."""
 

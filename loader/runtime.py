@@ -23,6 +23,16 @@ ARGUMENT = "argument"
 DEFAULT = "default"
 
 
+class _FromEnvironment:
+    """The default of an argument whose None means something (call_timeout: no limit)."""
+
+    def __repr__(self):
+        return "<from the environment>"
+
+
+FROM_ENVIRONMENT = _FromEnvironment()
+
+
 class Runtime:
     """Loads the dynamic backends found on the search paths.
 
@@ -61,20 +71,37 @@ class Runtime:
     ``required_backends``: ids that must register (one id as a string, or several); if any does
     not, the runtime closes again and raises ``MissingBackendsError`` saying why for each.
 
+    ``backend_host``: ``"in-process"`` runs backends in this process; ``"process"`` runs each
+    registered backend in a backend host process of its own (loader.host, docs/backend-host.md),
+    so that a crash, an exit or a hang in a backend raises ``BackendCrashedError`` or
+    ``BackendTimeoutError`` instead of taking this process down. None (the default) takes
+    ``DYNAMIC_BACKEND_HOST``, else in-process. With hosts: ``call_timeout``, seconds a call may
+    take before its host is killed (None: no limit; the default takes
+    ``DYNAMIC_BACKEND_CALL_TIMEOUT``, else no limit); ``max_restarts``, crashes in a row after
+    which a backend is unavailable (3); ``host_limits``, a dict of ``address_space`` (bytes)
+    and ``cpu_time`` (seconds) each host process gets as resource limits.
+
     Once closed, a runtime holds no backends: ``backend_ids`` is empty, ``in`` is False and
     ``create_backend`` raises ``RuntimeClosedError``; the record of the scan (``report``,
-    ``search_paths``, ``why_not_registered``) stays readable.
+    ``search_paths``, ``why_not_registered``) stays readable. Its backend hosts are stopped and
+    reaped: what they served is gone.
     """
 
     def __init__(self, dynamic_backends_path=None, *, probe: Optional[str] = None,
                  probe_timeout: Optional[float] = None, strict_permissions: Optional[bool] = None,
                  select=None, disable=None, required_backends=(), load: Optional[str] = None,
-                 backends=None):
+                 backends=None, backend_host: Optional[str] = None, call_timeout=FROM_ENVIRONMENT,
+                 max_restarts: int = 3, host_limits: Optional[dict] = None):
         self._notes: List[str] = []             # the report's notes: ignored settings, ...
         environment.apply_debug(notes=self._notes)
         required = _required_ids(required_backends)
         wanted = None if backends is None else set(_required_ids(backends, "backends"))
         self._settings = _settings(probe, probe_timeout, strict_permissions, load, self._notes)
+        self._settings.update(_host_settings(backend_host, call_timeout, max_restarts,
+                                             host_limits, self._settings["sources"],
+                                             self._notes))
+        self._settings["sources"] = self._settings.pop("sources")     # last, as before
+        self._hosted = self._settings["backend_host"] == "process"
         strict = self._settings["strict_permissions"]
         self._lock = threading.RLock()
         self._closed = False
@@ -103,12 +130,29 @@ class Runtime:
                 self._cache.records if self._cache.usable else None,
                 timeout, self._secure, log, announcer)
         self._cache.write()
+        if self._hosted:
+            for backend_id, library in list(self._libraries.items()):
+                if isinstance(library, _core.Library):
+                    self._libraries[backend_id] = self._hosted_library(library)
         self._registered = list(self._libraries)  # what the scan registered, for the report
         self._report: Optional[dict] = None      # built on first use: most runtimes never ask
         missing = [backend_id for backend_id in required if backend_id not in self._libraries]
         if missing:
             self.close()
             raise MissingBackendsError(missing, {i: self._why_missing(i) for i in missing})
+
+    def _hosted_library(self, library):
+        """A registered library's stand-in served by a backend host (the library is closed)."""
+        from loader.host import HostSettings, HostedLibrary
+        settings = HostSettings(self._settings["call_timeout"], self._settings["max_restarts"],
+                                dict(self._settings["host_limits"]))
+        return HostedLibrary.adopt(library, settings, self._backend_unavailable)
+
+    def _backend_unavailable(self, backend_id: str, reason: str) -> None:
+        note = f"backend {backend_id!r} is unavailable: {reason}"
+        log.warning("%s", note)
+        self._notes.append(note)
+        self._report = None
 
     def _why_missing(self, backend_id: str) -> str:
         why = self.why_not_registered(backend_id)
@@ -204,6 +248,8 @@ class Runtime:
             entry.skip(Reason.INVALID_BACKEND_ID,
                        f"the file changed since it was registered as {backend_id!r}: "
                        f"it now reports {entry.backend_id!r}")
+        if library is not None and self._hosted:
+            library = self._hosted_library(library)
         if library is None:
             entry.registered = False
             self._failed_deferred[backend_id] = entry
@@ -265,7 +311,9 @@ class Runtime:
         with self._lock:
             self._closed = True
             while self._libraries:
-                self._libraries.popitem()
+                _, library = self._libraries.popitem()
+                if self._hosted and not isinstance(library, _core.DeferredBackend):
+                    library.close()                 # stops and reaps its host
 
     def __enter__(self) -> "Runtime":
         return self
@@ -276,6 +324,36 @@ class Runtime:
     def __repr__(self) -> str:
         state = "closed" if self._closed else f"backends={self.backend_ids}"
         return f"<Runtime {state}>"
+
+
+def _host_settings(backend_host, call_timeout, max_restarts, host_limits, sources,
+                   notes) -> dict:
+    """Where backends run and, with hosts, the call timeout, the restart rule and the limits:
+    arguments, else the environment, else defaults; sources recorded in ``sources``."""
+    from loader.host import MODES, check_limits
+    if backend_host is None:
+        backend_host = environment.backend_host(notes=notes)
+        sources["backend_host"] = environment.HOST if backend_host is not None else DEFAULT
+        backend_host = backend_host or "in-process"
+    elif backend_host in MODES:
+        sources["backend_host"] = ARGUMENT
+    else:
+        raise ValueError(f"backend_host must be 'in-process' or 'process', not {backend_host!r}")
+    if call_timeout is FROM_ENVIRONMENT:
+        given, call_timeout = environment.call_timeout(notes=notes)
+        sources["call_timeout"] = environment.CALL_TIMEOUT if given else DEFAULT
+    else:
+        call_timeout = timeouts.check(call_timeout, "call_timeout", allow_none=True)
+        sources["call_timeout"] = ARGUMENT
+    if isinstance(max_restarts, bool) or not isinstance(max_restarts, int):
+        raise TypeError(f"max_restarts must be an int, not {type(max_restarts).__name__}")
+    if max_restarts < 0:
+        raise ValueError(f"max_restarts must be 0 or more, not {max_restarts}")
+    limits = check_limits(host_limits)
+    hosted = backend_host == "process"
+    return {"backend_host": backend_host, "call_timeout": call_timeout if hosted else None,
+            "max_restarts": max_restarts if hosted else None,
+            "host_limits": limits if hosted else None}
 
 
 def _required_ids(required, name: str = "required_backends") -> Tuple[str, ...]:

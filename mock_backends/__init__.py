@@ -7,6 +7,10 @@ load in-process: the loader skips each with a reason. Mocks in ``hostile/`` cras
 misbehave once loaded or called: load them only in a child process (the conformance kit's
 workers, or the loader's isolated probing). Neither directory is on a default search path.
 
+``faults/<fault>.c`` (crash, abort, exit, hang, leak a thread) are correct backends with a
+fault in the call the environment names, built into ``faults/lib/Fault_<Fault>_backend.so``: the
+backend host's tests (loader.host) choose where it strikes.
+
 ``one_defect/<defect>.c`` are the conformance kit's mutation tests: each a complete backend with
 one realistic defect, built into ``one_defect/lib/Defect_<Defect>_backend.so``; its header names
 the requirement that must catch it. ``one_defect/correct/*.c`` are independent correct backends
@@ -45,6 +49,29 @@ def available(directory: str = LIBRARY_DIR) -> Dict[str, str]:
     # In a checkout built in place, hostile/ also holds the sources.
     return {name: os.path.join(directory, name) for name in sorted(os.listdir(directory))
             if name.endswith("_backend.so")}
+
+
+# -- faults in a chosen call: the backend host's tests -------------------------------------------
+
+FAULTS_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), "faults", "lib")
+FAULTS = ("crash", "abort", "exit", "hang", "leak_thread")
+
+
+def fault_library_name(source_stem: str) -> str:
+    """The installed file name of ``faults/<source_stem>.c`` (``leak_thread`` ->
+    ``Fault_LeakThread_backend.so``, backend id ``FaultLeakThread``)."""
+    camel = "".join(part[:1].upper() + part[1:] for part in source_stem.split("_"))
+    return f"Fault_{camel}_backend.so"
+
+
+def fault_path(source_stem: str) -> str:
+    """Absolute path of the installed fault backend built from ``faults/<source_stem>.c``. It
+    is correct until the environment names a call (MOCK_FAULT_IN, MOCK_FAULT_EVERY: see
+    faults/fault.h); load it only in a backend host or another child process."""
+    result = os.path.join(FAULTS_DIR, fault_library_name(source_stem))
+    if not os.path.isfile(result):
+        raise FileNotFoundError(f"no fault backend {source_stem!r} is installed ({result})")
+    return result
 
 
 # -- one-defect backends: the conformance kit's own mutation tests ------------------------------

@@ -51,6 +51,8 @@ BROKEN = {
     "refuses_to_create": ("SUP-1", {"FAIL"}),
     "abort_in_support_query": ("SUP-2", {"CRASH"}),
     "crash_in_execute": ("LAYER-1", {"CRASH"}),
+    "crash_in_create_workload": ("ABI-1", {"CRASH"}),
+    "crash_in_optimizer": ("NET-1", {"CRASH"}),
     "wrong_convolution": ("LAYER-1", {"FAIL"}),
     "blob_crashes_on_load": ("NET-5", {"CRASH"}),
 }

@@ -69,6 +69,9 @@ cdef class Executor:
             self.step_names.append(name)
             self._keep.append(obj)
             step = &self.steps[i]
+            if not isinstance(obj, Workload if kind == "workload" else CompiledSubgraph):
+                raise TypeError(f"{name}: a {kind} step needs a {kind} of this process, not "
+                                f"{type(obj).__name__}")
             if kind == "workload":
                 step.kind = STEP_WORKLOAD
                 step.handle = (<Workload>obj)._workload
@@ -111,6 +114,10 @@ cdef class Executor:
         with self._lock:
             self.closed = True
             self._keep = []
+
+    def lost(self):
+        """False: steps in this process are never lost (a backend host's can be)."""
+        return False
 
     def step_times(self):
         """(start_ns, end_ns) of each step of the last timed run (CLOCK_MONOTONIC)."""

@@ -78,8 +78,15 @@ cdef class ProfilingContext:
         return records
 
 
-def create_profiling_context(Backend backend):
+def create_profiling_context(object backend):
     """The backend's profiling context for one network, or None when it offers none."""
+    hosted = _hosted(backend, "_create_profiling_context")
+    if hosted is not None:
+        return hosted()
+    return _create_profiling_context(backend)
+
+
+cdef object _create_profiling_context(Backend backend):
     cdef abi.BackendInstance *instance
     cdef abi.BackendProfilingContext *created = NULL
     cdef char message[MESSAGE_SIZE]

@@ -119,8 +119,26 @@ cdef enum:
     MAX_PROFILE_RECORDS = 1 << 20
 
 
-def load_compiled_subgraph(Backend backend, data):
+cdef object _hosted(object backend, str method):
+    """The method of a backend that runs in a host process (loader.host), which every call
+    below hands its work to; None for a Backend of this process."""
+    if isinstance(backend, Backend):
+        return None
+    call = getattr(backend, method, None)
+    if call is None:
+        raise TypeError(f"expected a loader Backend, not {type(backend).__name__}")
+    return call
+
+
+def load_compiled_subgraph(object backend, data):
     """A CompiledSubgraph from bytes serialize() wrote (rule 12.8)."""
+    hosted = _hosted(backend, "_load_compiled_subgraph")
+    if hosted is not None:
+        return hosted(data)
+    return _load_compiled_subgraph(backend, data)
+
+
+cdef object _load_compiled_subgraph(Backend backend, data):
     cdef abi.BackendInstance *instance = backend._enter_feature(_SERIALIZED_SUBGRAPHS)
     cdef abi.BackendCompiledSubgraph *created = NULL
     cdef char message[MESSAGE_SIZE]
@@ -417,6 +435,9 @@ cdef object _optimize_subgraph(Backend backend, object spec, list prepared_layer
     return views
 
 
-def optimize_subgraph(Backend backend, spec, prepared_layers, constants):
+def optimize_subgraph(object backend, spec, prepared_layers, constants):
     """Python entry to _optimize_subgraph (see loader.networks.planning)."""
+    hosted = _hosted(backend, "_optimize_subgraph")
+    if hosted is not None:
+        return hosted(spec, list(prepared_layers), dict(constants))
     return _optimize_subgraph(backend, spec, list(prepared_layers), dict(constants))

@@ -13,11 +13,23 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from loader import _core
-from loader.errors import BackendError, BackendNotFoundError, NetworkError
+from loader.errors import BackendCrashedError, BackendError, BackendNotFoundError, NetworkError
 from loader.networks import planning, profiling
 from loader.networks.network import Network
 
 _network_ids = itertools.count(1)
+
+
+def _lost(thing) -> bool:
+    """Whether ``thing`` was made by a backend host that has ended since (loader.host objects
+    say so through their ``lost`` property; nothing else is ever lost)."""
+    return isinstance(getattr(type(thing), "lost", None), property) and thing.lost
+
+
+def _crash_details(error) -> dict:
+    """The attributes of a BackendCrashedError, to raise another like it."""
+    return {k: getattr(error, k, None) for k in ("backend", "call", "signal", "exit_status")} \
+        | {"output": getattr(error, "output", "")}
 
 
 class RuntimeNetworks:
@@ -47,8 +59,27 @@ class RuntimeNetworks:
             return self._contexts
 
     def notify(self, event: str, network_id: int) -> None:
-        for context in self.contexts().values():
+        for backend_id, context in list(self.contexts().items()):
+            if _lost(context):
+                context = self._renew(backend_id)
+                if context is None:
+                    continue
             getattr(context, event)(network_id)
+
+    def _renew(self, backend_id: str):
+        """A context in place of one lost with its backend host; None when the backend wants
+        none now."""
+        with self._lock:
+            backend = self._runtime.create_backend(backend_id)
+            try:
+                context = backend.create_backend_context()
+            finally:
+                backend.close()
+            if context is None:
+                self._contexts.pop(backend_id, None)
+            else:
+                self._contexts[backend_id] = context
+            return context
 
     def add(self, loaded: "LoadedNetwork") -> None:
         with self._lock:
@@ -117,17 +148,28 @@ class LoadedNetwork:
         self.network = network
         self.id = next(_network_ids)
         self._host = host
+        self._runtime = runtime
+        self._backend_ids = backend_ids
+        self._make_plan = make_plan
         self._lock = threading.Lock()
         self._unloaded = False
-        self._executor = None
-        self._owned: List[object] = []      # workloads, compiled sub-graphs, factories, managers
-        self._managers: List[object] = []
-        self._profilers: Dict[str, object] = {}  # backend id -> ProfilingContext (rule 12.7)
+        self._lost = False                  # a backend host it ran on ended; load again
         self._run_lock = threading.Lock()
         self.last_profile = None
         self.last_counters: Dict[tuple, float] = {}
         self.profile_problems: List[str] = []
-        instances = {b: runtime.create_backend(b) for b in backend_ids}
+        self._attach()
+        host.add(self)
+
+    def _attach(self):
+        """Plan the network onto its backends, create what the plan needs and tell the backend
+        contexts (rule 12.5)."""
+        host, network, make_plan = self._host, self.network, self._make_plan
+        self._executor = None
+        self._owned: List[object] = []      # workloads, compiled sub-graphs, factories, managers
+        self._managers: List[object] = []
+        self._profilers: Dict[str, object] = {}  # backend id -> ProfilingContext (rule 12.7)
+        instances = {b: self._runtime.create_backend(b) for b in self._backend_ids}
         try:
             plan = make_plan(network, instances)
             self._owned.extend(plan.compiled())
@@ -154,7 +196,23 @@ class LoadedNetwork:
             # Everything planned stays valid without the instances (rule 12.5).
             for backend in instances.values():
                 backend.close()
-        host.add(self)
+
+    def _reload(self):
+        """Load the network again after a backend host it ran on ended (CONTRACT-models 16.3):
+        the backend contexts see it unloaded, then loaded again."""
+        self._lost = True
+        self._host.notify("before_unload_network", self.id)
+        try:
+            self._release()
+        finally:
+            self._host.notify("after_unload_network", self.id)
+        try:
+            self._attach()
+        except BackendError as error:
+            raise BackendCrashedError(
+                f"network {self.id} was lost with a backend host it ran on and cannot be loaded "
+                f"again: {error}", **_crash_details(error)) from error
+        self._lost = False
 
     def _build(self, plan, instances):
         """Create what ``plan`` needs, then the executor over its steps."""
@@ -191,11 +249,13 @@ class LoadedNetwork:
             else:
                 runners.append(step.compiled)
 
-        # Buffers: network inputs and outputs are bound per call, the rest planned once.
+        # Buffers: network inputs and outputs are bound per call, the rest planned once. Steps
+        # that run in backend hosts get their buffers in shared memory (loader.host.executor).
         slot = {name: k for k, name in enumerate(plan.dynamic)}
-        arena = np.empty(plan.buffers.arena_bytes // 4 + planning.ARENA_ALIGNMENT // 4,
-                         dtype=np.float32)
-        shift = (-arena.ctypes.data) % planning.ARENA_ALIGNMENT
+        hosted = any(getattr(runner, "hosted", False) for runner in runners)
+        arena = None if hosted else np.empty(
+            plan.buffers.arena_bytes // 4 + planning.ARENA_ALIGNMENT // 4, dtype=np.float32)
+        shift = 0 if hosted else (-arena.ctypes.data) % planning.ARENA_ALIGNMENT
 
         def ref(name):
             if name in slot:
@@ -207,7 +267,14 @@ class LoadedNetwork:
         executor_steps = [("+".join(step.layers), step.kind, runner,
                            [ref(n) for n in step.inputs], [ref(n) for n in step.outputs])
                           for step, runner in zip(plan.steps, runners)]
-        self._executor = _core.Executor(executor_steps, arena, len(slot))
+        if hosted:
+            from loader.host.executor import HostExecutor
+            self._executor = HostExecutor(
+                executor_steps, plan.buffers.arena_bytes,
+                [planning.tensor_bytes(self.network.tensor(name).shape) for name in plan.dynamic],
+                len(self.network.inputs))
+        else:
+            self._executor = _core.Executor(executor_steps, arena, len(slot))
         self._versions = {b: str(instances[b].version) for b in instances}
         self._input_names = list(self.network.inputs)
         self._input_shapes = [self.network.tensor(n).shape for n in self._input_names]
@@ -245,17 +312,26 @@ class LoadedNetwork:
                                    f"takes {list(shape)}")
             arrays.append(value if value.flags.c_contiguous else np.ascontiguousarray(value))
         produced = {name: np.empty(shape, dtype=np.float32) for name, shape in self._produced}
-        executor = self._executor
-        if executor is None:
+        if self._executor is None and not self._lost:
             raise BackendError(f"network {self.id} was unloaded; load it again to execute")
-        profilers = self._profilers if profile else {}
         with self._run_lock:        # a profiling context is never switched during a run
+            executor = self._executor
+            if self._lost or (executor is not None and executor.lost()):
+                self._reload()
+                executor = self._executor
+            profilers = self._profilers if profile else {}
             for context in profilers.values():
                 context.enable(True)
             try:
                 start = time.monotonic_ns()
                 executor.run(arrays + list(produced.values()), bool(profile))
                 end = time.monotonic_ns()
+            except BackendCrashedError as error:
+                if self._unloaded:
+                    raise BackendError(f"network {self.id} was unloaded; load it again to "
+                                       f"execute") from None
+                raise type(error)(f"{error}\nnetwork {self.id} is loaded again at its next "
+                                  f"execute", **_crash_details(error)) from None
             except BackendError:
                 if self._unloaded:
                     raise BackendError(f"network {self.id} was unloaded; load it again to "
@@ -326,7 +402,7 @@ class LoadedNetwork:
         profilers, self._profilers = self._profilers, {}
         try:
             for manager in managers:
-                if manager.acquired:
+                if manager.acquired and not _lost(manager):
                     manager.release()
         finally:
             for thing in reversed(owned):
