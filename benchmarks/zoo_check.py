@@ -51,6 +51,14 @@ def build(name):
         for parameter in net.parameters():
             if parameter.dim() >= 2 and not parameter.any():
                 parameter.normal_(0, 0.02)
+        # fresh batch normalizations are identities (mean 0, variance 1, scale 1, shift 0): an
+        # import that mishandled their statistics would pass unseen
+        for module in net.modules():
+            if isinstance(module, torch.nn.modules.batchnorm._BatchNorm):
+                module.running_mean.normal_(0, 0.1)
+                module.running_var.uniform_(0.5, 1.5)
+                module.weight.uniform_(0.5, 1.5)
+                module.bias.normal_(0, 0.1)
     net.eval()
     return net
 
