@@ -15,14 +15,14 @@
 
 dbk_library dbk_loaded;
 
-static void clear(char *message)
+void dbk_clear_message(char *message)
 {
     message[0] = 0;
     message[DBK_HOST_MESSAGE_BYTES - 1] = 0;
 }
 
 /* The backend's status and its message (empty when OK), the reply of most requests. */
-static void put_status(dbk_reply *reply, BackendStatus status, char *message)
+void dbk_put_status(dbk_reply *reply, BackendStatus status, char *message)
 {
     reply->value = status;
     if (status == BACKEND_STATUS_OK)
@@ -221,12 +221,12 @@ static void layer_support(const dbk_frame *request, dbk_reader *r, dbk_reply *re
             dbk_free_layer(&layer);
         return;
     }
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("is_layer_supported");
     reply->value = instance->is_layer_supported(instance, &layer.description, message,
                                                 DBK_HOST_MESSAGE_BYTES);
     dbk_free_layer(&layer);
-    put_status(reply, reply->value, message);
+    dbk_put_status(reply, reply->value, message);
 }
 
 /* Adopt a created object (after the status was OK): its handle in the reply, or MALFORMED. */
@@ -257,9 +257,9 @@ static void create_memory_manager(const dbk_frame *request, dbk_reader *r, dbk_r
     (void)fd;
     if (instance == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("create_memory_manager");
-    put_status(reply, instance->create_memory_manager(instance, &created, message,
+    dbk_put_status(reply, instance->create_memory_manager(instance, &created, message,
                                                       DBK_HOST_MESSAGE_BYTES), message);
     if (reply->value == BACKEND_STATUS_OK)
         adopt(reply, DBK_KIND_MEMORY_MANAGER, created,
@@ -285,9 +285,9 @@ static void create_workload_factory(const dbk_frame *request, dbk_reader *r, dbk
     if (manager_handle != 0 &&
         (manager = object_of(r, manager_handle, DBK_KIND_MEMORY_MANAGER)) == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("create_workload_factory");
-    put_status(reply, instance->create_workload_factory(instance, manager, &created, message,
+    dbk_put_status(reply, instance->create_workload_factory(instance, manager, &created, message,
                                                         DBK_HOST_MESSAGE_BYTES), message);
     if (reply->value != BACKEND_STATUS_OK)
         return;
@@ -310,9 +310,9 @@ static void create_context(const dbk_frame *request, dbk_reader *r, dbk_reply *r
     (void)fd;
     if (instance == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("create_backend_context");
-    put_status(reply, instance->create_backend_context(instance, &created, message,
+    dbk_put_status(reply, instance->create_backend_context(instance, &created, message,
                                                        DBK_HOST_MESSAGE_BYTES), message);
     if (reply->value != BACKEND_STATUS_OK || created == NULL)
         return;
@@ -351,9 +351,9 @@ static void custom_allocator(const dbk_frame *request, dbk_reader *r, dbk_reply 
     (void)fd;
     if (instance == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("use_custom_allocator");
-    put_status(reply, instance->use_custom_allocator(instance, &malloc_allocator, message,
+    dbk_put_status(reply, instance->use_custom_allocator(instance, &malloc_allocator, message,
                                                      DBK_HOST_MESSAGE_BYTES), message);
 }
 
@@ -365,9 +365,9 @@ static void availability(const dbk_frame *request, dbk_reader *r, dbk_reply *rep
     (void)fd;
     if (instance == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("is_available");
-    put_status(reply, instance->is_available(instance, message, DBK_HOST_MESSAGE_BYTES),
+    dbk_put_status(reply, instance->is_available(instance, message, DBK_HOST_MESSAGE_BYTES),
                message);
 }
 
@@ -381,13 +381,13 @@ static void acquire_or_release(const dbk_frame *request, dbk_reader *r, dbk_repl
     (void)fd;
     if (manager == NULL)
         return;
-    clear(message);
+    dbk_clear_message(message);
     if (request->op == DBK_OP_ACQUIRE) {
         dbk_note("acquire");
-        put_status(reply, manager->acquire(manager, message, DBK_HOST_MESSAGE_BYTES), message);
+        dbk_put_status(reply, manager->acquire(manager, message, DBK_HOST_MESSAGE_BYTES), message);
     } else {
         dbk_note("release");
-        put_status(reply, manager->release(manager, message, DBK_HOST_MESSAGE_BYTES), message);
+        dbk_put_status(reply, manager->release(manager, message, DBK_HOST_MESSAGE_BYTES), message);
     }
 }
 
@@ -409,9 +409,9 @@ static void context_event(const dbk_frame *request, dbk_reader *r, dbk_reply *re
     case DBK_EVENT_AFTER_UNLOAD: notify = context->after_unload_network; break;
     default: dbk_refuse(r, "no such context event"); return;
     }
-    clear(message);
+    dbk_clear_message(message);
     dbk_note(names[request->value]);
-    put_status(reply, notify(context, network, message, DBK_HOST_MESSAGE_BYTES), message);
+    dbk_put_status(reply, notify(context, network, message, DBK_HOST_MESSAGE_BYTES), message);
 }
 
 /* ---- workloads --------------------------------------------------------------------------- */
@@ -433,9 +433,9 @@ static void create_workload(const dbk_frame *request, dbk_reader *r, dbk_reply *
         dbk_free_layer(&layer);
         return;
     }
-    clear(message);
+    dbk_clear_message(message);
     dbk_note("create_workload");
-    put_status(reply, factory->create_workload(factory, &layer.description, &created, message,
+    dbk_put_status(reply, factory->create_workload(factory, &layer.description, &created, message,
                                                DBK_HOST_MESSAGE_BYTES), message);
     dbk_free_layer(&layer);
     if (reply->value != BACKEND_STATUS_OK)
@@ -474,7 +474,7 @@ static void execute(const dbk_frame *request, dbk_reader *r, dbk_reply *reply, i
     }
     if (dbk_read_buffers(r, num_inputs, all, dbk_loaded.minor, 0) == 0 &&
         dbk_read_buffers(r, num_outputs, all + num_inputs, dbk_loaded.minor, 1) == 0) {
-        clear(message);
+        dbk_clear_message(message);
         if (object->kind == DBK_KIND_WORKLOAD) {
             BackendWorkload *workload = object->pointer;
             dbk_note("execute");
@@ -486,7 +486,7 @@ static void execute(const dbk_frame *request, dbk_reader *r, dbk_reply *reply, i
             reply->value = compiled->execute(compiled, all, num_inputs, all + num_inputs,
                                              num_outputs, message, DBK_HOST_MESSAGE_BYTES);
         }
-        put_status(reply, reply->value, message);
+        dbk_put_status(reply, reply->value, message);
     }
     if (all != buffers)
         free(all);

@@ -5,8 +5,9 @@
  *   wire.c        frames on the channel; reading untrusted payloads, writing replies; layers.
  *   objects.c     the handle table: objects, what each keeps alive, segments, the call note.
  *   calls.c       requests about instances, memory managers, factories, workloads, contexts.
- *   subgraphs.c   requests about sub-graphs: optimization views, compiled sub-graphs,
- *                 profiling contexts, sequences.
+ *   subgraphs.c   a sub-graph offered to the optimizer and the views the backend records.
+ *   compiled.c    compiled sub-graphs (serialized, loaded back), profiling contexts and their
+ *                 sink, sequences of a loaded network's steps.
  */
 #ifndef DBK_HOST_H
 #define DBK_HOST_H
@@ -168,7 +169,7 @@ int dbk_read_buffers(dbk_reader *r, uint32_t count, BackendBuffer *buffers, uint
 void dbk_note_init(void *page);
 void dbk_note(const char *call);
 
-/* ---- calls.c, subgraphs.c ---------------------------------------------------------------- */
+/* ---- calls.c, subgraphs.c, compiled.c ------------------------------------------------------ */
 
 /* What was loaded at start. */
 typedef struct dbk_library {
@@ -185,6 +186,16 @@ extern dbk_library dbk_loaded;
 const char *dbk_instance_problem(BackendInstance *instance, char *text);
 void dbk_destroy_instance(BackendInstance *instance);
 uint32_t dbk_instance_members(const BackendInstance *instance, int present);
+
+/* A message buffer emptied (and always terminated); the backend's status and its message
+   (empty when OK), the reply of most requests. */
+void dbk_clear_message(char *message);
+void dbk_put_status(dbk_reply *reply, BackendStatus status, char *message);
+/* A compiled sub-graph the backend handed over: its handle (keeping `keep`, a segment, alive),
+   or 0 after destroying it where that is possible (malformed, or no room); the optional members
+   it has. */
+uint64_t dbk_adopt_compiled(BackendCompiledSubgraph *compiled, uint64_t keep);
+uint32_t dbk_compiled_members(const BackendCompiledSubgraph *compiled);
 
 typedef void (*dbk_handler)(const dbk_frame *request, dbk_reader *r, dbk_reply *reply, int fd);
 extern const dbk_handler dbk_handlers[DBK_OP_COUNT];
