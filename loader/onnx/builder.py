@@ -2,7 +2,8 @@
 value into the physical layout a layer needs. Transposes the model itself asks for change only
 the bookkeeping (``Value.perm``); a Transpose layer is added only where a layer needs a layout the
 value does not have, and a change that moves only axes of extent 1 is a Reshape."""
-from typing import Dict, Iterable, List, Optional, Sequence
+import weakref
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 import numpy as np
 
@@ -22,8 +23,10 @@ class Builder:
         self.taken = set()
         self.origin: Dict[str, str] = {}       # layer name -> the ONNX node it came from
         self.node_name = ""                     # the node being converted
-        self._constants: Dict[int, str] = {}    # id of a folded array -> its network constant
-        self._keep: List[np.ndarray] = []
+        # id of an array made a constant -> (the array, weakly: an id is reused once its array
+        # is gone, and a strong reference would hold every weight's source until the end of the
+        # import, a second copy of the weights at the peak), its network constant
+        self._constants: Dict[int, Tuple[weakref.ref, str]] = {}
         self.values: Dict[str, Value] = {}      # every value converted so far, by ONNX name
         self.readers: Dict[str, list] = {}      # ONNX name -> the nodes that read it
         self.graph_outputs = set()
@@ -78,8 +81,9 @@ class Builder:
         """A network constant holding ``array`` (converted to float32)."""
         array = np.asarray(array)
         key = id(array)
-        if key in self._constants:
-            return self._constants[key]
+        known = self._constants.get(key)
+        if known is not None and known[0]() is array:
+            return known[1]
         if array.dtype.kind not in "fiub":
             raise Unsupported(f"a constant of type {array.dtype} cannot feed a layer")
         if array.size * 4 > MAX_CONSTANT_BYTES:
@@ -95,8 +99,7 @@ class Builder:
             data.setflags(write=False)
         name = self.unique((base or self.node_name) + "/const")
         self.net._add_constant(name, data, copy=False)
-        self._constants[key] = name
-        self._keep.append(array)
+        self._constants[key] = (weakref.ref(array), name)
         return name
 
     # -- layouts ------------------------------------------------------------------------------
