@@ -22,9 +22,61 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
     return rk_conv2d_fused(x, filt, bias, y, p, o, NULL);
 }
 
+/*
+ * A convolution of few channels (the RGB input layer) with padding: the GEMM's kernel reads
+ * the input directly wherever a panel's windows lie inside the image, and the packer that
+ * covers the border moves a few floats per tap, which made the border cost as much as the
+ * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
+ * Returns -1 when this does not apply (then nothing was done).
+ */
+static int conv_few_channels_padded(const float *x, const float *filt, const float *bias, float *y,
+                                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+{
+    if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
+        return -1;
+    const int64_t hp = p->h + p->pad_top + p->pad_bottom, wp = p->w + p->pad_left + p->pad_right;
+    const int64_t padded = p->n * hp * wp * p->c;
+    if (padded > 4 * p->n * p->h * p->w * p->c + 65536)
+        return -1;
+    float *xp = (float *)alloc_aligned((size_t)padded * sizeof(float));
+    if (xp == NULL)
+        return 1;
+    memset(xp, 0, (size_t)padded * sizeof(float));
+    const size_t row = (size_t)(p->w * p->c) * sizeof(float);
+    for (int64_t b = 0; b < p->n; b++)
+        for (int64_t iy = 0; iy < p->h; iy++)
+            memcpy(xp + ((b * hp + iy + p->pad_top) * wp + p->pad_left) * p->c,
+                   x + (b * p->h + iy) * p->w * p->c, row);
+    rk_conv_params q = *p;
+    q.h = hp;
+    q.w = wp;
+    q.pad_top = q.pad_bottom = q.pad_left = q.pad_right = 0;
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.m = q.n * q.oh * q.ow;
+    op.n = o;
+    op.k = q.kh * q.kw * q.c;
+    op.a = xp;
+    op.conv = &q;
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    op.epilogue = epilogue;
+    int failed = rk_gemm_run(&op);
+    free(xp);
+    return failed;
+}
+
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
+    const int few = conv_few_channels_padded(x, filt, bias, y, p, o, epilogue);
+    if (few >= 0)
+        return few;
     gemm_op op;
     memset(&op, 0, sizeof op);
     op.u = rk_gemm_kernel();

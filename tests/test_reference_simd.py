@@ -132,3 +132,35 @@ def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function,
         summed = c0[2:7, 3:3 + cols].astype(np.float64) + residual[4:9, 5:5 + cols]
         want = summed if function == "none" else reference_activation(summed, function, a, b)
         np.testing.assert_allclose(outs[0][2:7, 3:3 + cols], want, rtol=1e-5, atol=1e-5)
+
+
+# -- convolutions of few channels (an image's first layer) -------------------------------------
+
+@pytest.fixture(scope="module")
+def backend():
+    import loader
+    with loader.Runtime() as runtime:
+        return runtime.create_backend("CpuRef")
+
+
+# (x shape, w shape, descriptor): 1 to 7 channels, padding on every side or some, strides 1 and
+# 2, output rows that are and are not a multiple of the kernel's 14-pixel panels, 1x1 outputs
+FEW_CHANNELS = [((1, 30, 30, 3), (32, 3, 3, 3), {"stride": 2, "padding": 1}),
+                ((1, 31, 29, 3), (64, 7, 7, 3), {"stride": 2, "padding": 3}),
+                ((2, 17, 19, 1), (5, 3, 3, 1), {"padding": 1}),
+                ((1, 28, 28, 7), (33, 5, 5, 7), {"padding": [2, 0, 1, 2]}),
+                ((1, 3, 3, 2), (16, 3, 3, 2), {"padding": 0}),
+                ((1, 2, 2, 3), (40, 3, 3, 3), {"padding": 1, "stride": 2}),
+                ((1, 16, 45, 4), (96, 3, 3, 4), {"padding": 1, "dilation": 2})]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, descriptor", FEW_CHANNELS)
+def test_convolution_of_few_channels(backend, x_shape, w_shape, descriptor):
+    from conformance.reference import evaluate
+    rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    [y] = backend.execute("Convolution2d", [x, w, bias], descriptor)
+    want = evaluate("Convolution2d", [x, w, bias], descriptor)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(np.prod(w_shape[1:])))
