@@ -272,6 +272,15 @@ static void *dw_task_run(void *arg)
     return NULL;
 }
 
+/* Output rows [begin, end) (threads claim them in chunks, see rk_parallel_for). */
+static void dw_rows(void *ctx, int64_t begin, int64_t end)
+{
+    dw_task t = *(const dw_task *)ctx;
+    t.row0 = begin;
+    t.row1 = end;
+    dw_task_run(&t);
+}
+
 /*
  * rk_depthwise_conv2d: y[n, oh, ow, c*mult]; filt [1, kh, kw, c*mult];
  * bias [c*mult] or NULL. Preconditions as rk_conv2d, mult >= 1. No scratch.
@@ -289,17 +298,7 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
         return 0;
     /* ~200 us of single-thread work per extra thread covers its start-up */
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
-    int nt = rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
-    if (nt > rows)
-        nt = (int)rows;
-    dw_task tasks[RK_MAX_THREADS];
-    for (int i = 0; i < nt; i++) {
-        dw_task t = { x, filt, bias, y, p, mult, rows * i / nt, rows * (i + 1) / nt, epilogue };
-        tasks[i] = t;
-    }
-    if (nt == 1)
-        dw_task_run(&tasks[0]);
-    else
-        rk_run_tasks(dw_task_run, tasks, sizeof(dw_task), nt);
+    dw_task all = { x, filt, bias, y, p, mult, 0, rows, epilogue };
+    rk_parallel_for(rows, 1, work / (double)rows, RK_SMALL_MIN_WORK_PER_THREAD * 2.0, dw_rows, &all);
     return 0;
 }
