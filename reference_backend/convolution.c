@@ -83,11 +83,21 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
     op.m = p->n * p->oh * p->ow;
     op.n = o;
     op.k = p->kh * p->kw * p->c;
+    rk_conv_params row;
     if (p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
         p->pad_left == 0 && p->oh == p->h && p->ow == p->w) {
-        /* pointwise: the NHWC input already is the [pixels, c] matrix */
+        /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
+           convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
+           the output channels (a projection to few channels), the kernel reads the rows of
+           that matrix directly instead of packing each A panel for a single use */
         op.a = x;
         op.lda = p->c;
+        if (o <= op.u->nr && op.u->direct != NULL) {
+            row = *p;
+            row.n = row.h = row.oh = 1;
+            row.w = row.ow = op.m;
+            op.conv = &row;
+        }
     } else {
         op.a = x;
         op.conv = p;

@@ -164,3 +164,19 @@ def test_convolution_of_few_channels(backend, x_shape, w_shape, descriptor):
     [y] = backend.execute("Convolution2d", [x, w, bias], descriptor)
     want = evaluate("Convolution2d", [x, w, bias], descriptor)
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(np.prod(w_shape[1:])))
+
+
+# -- pointwise convolutions to few channels (the kernel reads the input rows directly) ----------
+
+@pytest.mark.parametrize("x_shape, channels_out", [((2, 5, 7, 20), 24), ((1, 3, 3, 8), 1),
+                                                   ((1, 14, 14, 33), 32), ((1, 1, 1, 300), 17),
+                                                   ((3, 9, 11, 5), 16), ((1, 28, 28, 64), 33)])
+def test_pointwise_convolution_to_few_channels(backend, x_shape, channels_out):
+    from conformance.reference import evaluate
+    rng = np.random.default_rng(sum(x_shape) + channels_out)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((channels_out, 1, 1, x_shape[3])).astype(np.float32)
+    bias = rng.standard_normal(channels_out).astype(np.float32)
+    [y] = backend.execute("Convolution2d", [x, w, bias], {})
+    want = evaluate("Convolution2d", [x, w, bias], {})
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(x_shape[3]))
