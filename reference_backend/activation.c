@@ -106,9 +106,13 @@ static inline vf4 mish_v4(vf4 x, vf4 a, vf4 b)
     } while (0)
 
 /* One thread's part: y[i] = f(x[i]) for i < count. */
-static void activation_part(const float *x, float *y, int64_t count, int function, float a, float b)
+void rk_activation_serial(const float *x, float *y, int64_t count, int function, float a, float b)
 {
     int64_t i = 0;
+    if (rk_use_avx512() && rk_act16_covers(function)) {
+        rk_act16(x, NULL, y, count, function, a, b);
+        return;
+    }
     switch (function) {
     case RK_RELU:
         for (; i < count; i++)
@@ -162,7 +166,7 @@ typedef struct activation_call {
 static void activation_range(void *ctx, int64_t begin, int64_t end)
 {
     const activation_call *c = ctx;
-    activation_part(c->x + begin, c->y + begin, end - begin, c->function, c->a, c->b);
+    rk_activation_serial(c->x + begin, c->y + begin, end - begin, c->function, c->a, c->b);
 }
 
 static int is_cheap(int function)

@@ -22,20 +22,82 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
     return rk_conv2d_fused(x, filt, bias, y, p, o, NULL);
 }
 
+/*
+ * A convolution of few channels (the RGB input layer) with padding: the GEMM's kernel reads
+ * the input directly wherever a panel's windows lie inside the image, and the packer that
+ * covers the border moves a few floats per tap, which made the border cost as much as the
+ * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
+ * Returns -1 when this does not apply (then nothing was done).
+ */
+static int conv_few_channels_padded(const float *x, const float *filt, const float *bias, float *y,
+                                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+{
+    if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
+        return -1;
+    const int64_t hp = p->h + p->pad_top + p->pad_bottom, wp = p->w + p->pad_left + p->pad_right;
+    const int64_t padded = p->n * hp * wp * p->c;
+    if (padded > 4 * p->n * p->h * p->w * p->c + 65536)
+        return -1;
+    float *xp = (float *)alloc_aligned((size_t)padded * sizeof(float));
+    if (xp == NULL)
+        return 1;
+    memset(xp, 0, (size_t)padded * sizeof(float));
+    const size_t row = (size_t)(p->w * p->c) * sizeof(float);
+    for (int64_t b = 0; b < p->n; b++)
+        for (int64_t iy = 0; iy < p->h; iy++)
+            memcpy(xp + ((b * hp + iy + p->pad_top) * wp + p->pad_left) * p->c,
+                   x + (b * p->h + iy) * p->w * p->c, row);
+    rk_conv_params q = *p;
+    q.h = hp;
+    q.w = wp;
+    q.pad_top = q.pad_bottom = q.pad_left = q.pad_right = 0;
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.m = q.n * q.oh * q.ow;
+    op.n = o;
+    op.k = q.kh * q.kw * q.c;
+    op.a = xp;
+    op.conv = &q;
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    op.epilogue = epilogue;
+    int failed = rk_gemm_run(&op);
+    free(xp);
+    return failed;
+}
+
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
+    const int few = conv_few_channels_padded(x, filt, bias, y, p, o, epilogue);
+    if (few >= 0)
+        return few;
     gemm_op op;
     memset(&op, 0, sizeof op);
     op.u = rk_gemm_kernel();
     op.m = p->n * p->oh * p->ow;
     op.n = o;
     op.k = p->kh * p->kw * p->c;
+    rk_conv_params row;
     if (p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
         p->pad_left == 0 && p->oh == p->h && p->ow == p->w) {
-        /* pointwise: the NHWC input already is the [pixels, c] matrix */
+        /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
+           convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
+           the output channels (a projection to few channels), the kernel reads the rows of
+           that matrix directly instead of packing each A panel for a single use */
         op.a = x;
         op.lda = p->c;
+        if (o <= op.u->nr && op.u->direct != NULL) {
+            row = *p;
+            row.n = row.h = row.oh = 1;
+            row.w = row.ow = op.m;
+            op.conv = &row;
+        }
     } else {
         op.a = x;
         op.conv = p;
@@ -220,6 +282,15 @@ static void *dw_task_run(void *arg)
     return NULL;
 }
 
+/* Output rows [begin, end) (threads claim them in chunks, see rk_parallel_for). */
+static void dw_rows(void *ctx, int64_t begin, int64_t end)
+{
+    dw_task t = *(const dw_task *)ctx;
+    t.row0 = begin;
+    t.row1 = end;
+    dw_task_run(&t);
+}
+
 /*
  * rk_depthwise_conv2d: y[n, oh, ow, c*mult]; filt [1, kh, kw, c*mult];
  * bias [c*mult] or NULL. Preconditions as rk_conv2d, mult >= 1. No scratch.
@@ -237,17 +308,7 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
         return 0;
     /* ~200 us of single-thread work per extra thread covers its start-up */
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
-    int nt = rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
-    if (nt > rows)
-        nt = (int)rows;
-    dw_task tasks[RK_MAX_THREADS];
-    for (int i = 0; i < nt; i++) {
-        dw_task t = { x, filt, bias, y, p, mult, rows * i / nt, rows * (i + 1) / nt, epilogue };
-        tasks[i] = t;
-    }
-    if (nt == 1)
-        dw_task_run(&tasks[0]);
-    else
-        rk_run_tasks(dw_task_run, tasks, sizeof(dw_task), nt);
+    dw_task all = { x, filt, bias, y, p, mult, 0, rows, epilogue };
+    rk_parallel_for(rows, 1, work / (double)rows, RK_SMALL_MIN_WORK_PER_THREAD * 2.0, dw_rows, &all);
     return 0;
 }

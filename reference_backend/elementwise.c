@@ -208,6 +208,12 @@ int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, co
 void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0, int64_t col0,
                        int64_t rows, int64_t cols)
 {
+    if (rk_use_avx512() && rk_act16_covers(e->function)) {
+        for (int64_t i = 0; i < rows; i++)
+            rk_act16(c + i * ldc, e->residual ? e->residual + (row0 + i) * e->ldr + col0 : NULL,
+                     c + i * ldc, cols, e->function, e->a, e->b);
+        return;
+    }
     for (int64_t i = 0; i < rows; i++) {
         float *row = c + i * ldc;
         if (e->residual != NULL) {
@@ -216,6 +222,6 @@ void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0
                 row[j] += r[j];
         }
         if (e->function >= 0)
-            rk_activation(row, row, cols, e->function, e->a, e->b);
+            rk_activation_serial(row, row, cols, e->function, e->a, e->b);
     }
 }

@@ -268,8 +268,9 @@ static void mark_done(gemm_shared *sh)
 /*
  * Where a convolution's kernel can read A straight from the NHWC input (ukr_desc.direct): the
  * mr output pixels of a panel lie in one output row and every tap of the K block falls inside
- * the image for all of them. Segments are the K block's runs of channels, one per tap it
- * touches.
+ * the image for all of them. Segments are the K block's runs of input: the channels of one
+ * tap, merged with the next tap's where that continues them in memory (the taps of a window
+ * row when the dilation is 1), so a 7 x 7 window of 3 channels is 7 runs of 21 floats.
  */
 #define RK_DIRECT_MAX_SEGS 40
 
@@ -290,11 +291,19 @@ static int conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, i
     while (k < kc) {
         const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
         const int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
-        if (n == RK_DIRECT_MAX_SEGS || iy < 0 || iy >= p->h || ix < 0 || ix + span >= p->w)
+        if (iy < 0 || iy >= p->h || ix < 0 || ix + span >= p->w)
             return -1;
-        seg[n] = img + (iy * p->w + ix) * C + ci;
-        len[n] = min_i64(C - ci, kc - k);
-        k += len[n++];
+        const float *at = img + (iy * p->w + ix) * C + ci;
+        const int64_t run = min_i64(C - ci, kc - k);
+        if (n > 0 && seg[n - 1] + len[n - 1] == at) {
+            len[n - 1] += run;          /* the next tap along the row continues the last run */
+        } else {
+            if (n == RK_DIRECT_MAX_SEGS)
+                return -1;
+            seg[n] = at;
+            len[n++] = run;
+        }
+        k += run;
         ci = 0;
         tap++;
     }
@@ -319,7 +328,10 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
         const float *bblk = sh->bp + pc * sh->slab_wp;
         /* one B micro-panel: A panels are packed (one at a time) only where the kernel cannot
            read the input directly */
-        const int direct = op->conv != NULL && u->direct != NULL && jend - j0 <= nr && op->conv->c >= 8;
+        /* few channels: the packers move a handful of floats per tap, and the kernel's runs
+           span whole window rows (taps merged), so reading directly pays for any width */
+        const int direct = op->conv != NULL && u->direct != NULL &&
+                           ((jend - j0 <= nr && op->conv->c >= 8) || op->conv->c < 8);
         if (!direct)
             pack_a(op, i0, mc, pc, kc, ap);
         for (int64_t jr = j0; jr < jend; jr += nr) {

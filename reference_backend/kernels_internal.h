@@ -423,6 +423,14 @@ void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_
 void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0, int64_t col0,
                        int64_t rows, int64_t cols);
 
+/* activation_avx512.c: y = f(x + residual) for n floats (residual may be NULL, function -1 is
+   none), 16 lanes at a time; only where rk_use_avx512() and rk_act16_covers(function). y may
+   equal x. No threads: the callers have split the work already. */
+int rk_act16_covers(int function);
+/* rk_activation on the calling thread alone. */
+void rk_activation_serial(const float *x, float *y, int64_t count, int function, float a, float b);
+void rk_act16(const float *x, const float *residual, float *y, int64_t n, int function, float a, float b);
+
 /* The largest tile of any micro-kernel (the driver's edge-tile buffer). */
 #define RK_MAX_MR 14
 #define RK_MAX_NR 32

@@ -1,8 +1,9 @@
 /*
  * The reference backend's sub-graph optimizer (Backend API 1.2).
  *
- * Every sub-graph it is offered becomes one substitution: a program that runs all the layers it
- * takes, in order, in a single execute() call. Its steps are fused kernels and single layers
+ * Every sub-graph it is offered becomes one substitution (or one per MAX_LAYERS layers of a
+ * longer one): a program that runs all the layers it takes, in order, in a single execute()
+ * call. Its steps are fused kernels and single layers
  * (the workloads of layers.c). A Convolution2d, DepthwiseConvolution2d or FullyConnected layer
  * is fused with what alone reads its output (optimizer_fusion.c): a BatchNormalization folded
  * into its weights, an Addition of a residual of the output's shape, an Activation or a swish
@@ -94,18 +95,6 @@ static uint32_t slot_of(Program *p, int64_t *slot_of_tensor, const BackendSubgra
     return p->num_slots++;
 }
 
-static int read_by_other(const BackendSubgraph *g, uint32_t tensor, const int32_t *group, int32_t mine)
-{
-    if (ref_is_subgraph_output(g, tensor))
-        return 1;
-    for (uint32_t i = 0; i < g->num_layers; i++)
-        if (group[i] != mine)
-            for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
-                if (g->layers[i]->input_tensors[j] == tensor)
-                    return 1;
-    return 0;
-}
-
 /* Compiles the layers of group `mine` into one program and records the substitution. */
 static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *group, int32_t mine,
                                    BackendOptimizationViews *views)
@@ -119,14 +108,22 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
     uint32_t *out_list = malloc((nt ? nt : 1) * sizeof *out_list);
     uint64_t *ids = malloc((n ? n : 1) * sizeof *ids);
     char *taken = calloc(n ? n : 1, 1), *produced = calloc(nt ? nt : 1, 1);
+    char *read_elsewhere = calloc(nt ? nt : 1, 1);   /* by another group or after the sub-graph */
     uint32_t *first = NULL, *last = NULL;
     uint32_t max_slots = nt + 1;        /* one slot per tensor at most */
     BackendStatus status = BACKEND_STATUS_OK;
     char message[256] = "";
 
     if (p == NULL || slot_of_tensor == NULL || boundary_in == NULL || boundary_out == NULL ||
-        in_list == NULL || out_list == NULL || ids == NULL || taken == NULL || produced == NULL)
+        in_list == NULL || out_list == NULL || ids == NULL || taken == NULL || produced == NULL ||
+        read_elsewhere == NULL)
         goto out_of_memory;
+    for (uint32_t o = 0; o < g->num_outputs; o++)
+        read_elsewhere[g->outputs[o]] = 1;
+    for (uint32_t i = 0; i < n; i++)
+        if (group[i] != mine)
+            for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
+                read_elsewhere[g->layers[i]->input_tensors[j]] = 1;
     p->slots = calloc(max_slots, sizeof *p->slots);
     p->constants = calloc(max_slots, sizeof *p->constants);
     p->steps = calloc(n ? n : 1, sizeof *p->steps);
@@ -157,7 +154,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
                 }
             }
             uint32_t o = l->output_tensors[0];
-            if (boundary_out[o] < 0 && read_by_other(g, o, group, mine)) {
+            if (boundary_out[o] < 0 && read_elsewhere[o]) {
                 boundary_out[o] = (int32_t)num_out;
                 out_list[num_out++] = o;
             }
@@ -252,7 +249,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
     if (status != BACKEND_STATUS_OK)
         goto failed;
     free(slot_of_tensor); free(boundary_in); free(boundary_out); free(taken); free(produced);
-    free(first); free(last);
+    free(read_elsewhere); free(first); free(last);
     /* Ownership of p passes to the runtime with this call. */
     views->add_substitution(views, ids, num_ids, in_list, num_in, out_list, num_out, &p->base);
     free(ids); free(in_list); free(out_list);
@@ -264,65 +261,113 @@ failed:
     if (p != NULL)
         ref_program_destroy(&p->base);
     free(slot_of_tensor); free(boundary_in); free(boundary_out); free(in_list); free(out_list);
-    free(ids); free(taken); free(produced); free(first); free(last);
+    free(ids); free(taken); free(produced); free(read_elsewhere); free(first); free(last);
     return status;
+}
+
+/* Whether every tensor index the sub-graph's layers and outputs name is one of its tensors. */
+static int tensor_indices_valid(const BackendSubgraph *g)
+{
+    for (uint32_t o = 0; o < g->num_outputs; o++)
+        if (g->outputs[o] >= g->num_tensors)
+            return 0;
+    for (uint32_t i = 0; i < g->num_layers; i++) {
+        const BackendSubgraphLayer *l = g->layers[i];
+        if (l->output_tensors[0] >= g->num_tensors)
+            return 0;
+        for (uint32_t j = 0; j < l->description->num_inputs; j++)
+            if (l->input_tensors[j] >= g->num_tensors)
+                return 0;
+    }
+    return 1;
 }
 
 BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSubgraph *subgraph,
                                     BackendOptimizationViews *views, char *message, size_t message_size)
 {
     const BackendSubgraph *g = subgraph;
-    int32_t *group, *levels, groups = 0;
+    const uint32_t n = subgraph != NULL ? subgraph->num_layers : 0;
+    int32_t *group, *levels, *producer, *chunks, levels_used = 0, groups = 0;
     BackendStatus status = BACKEND_STATUS_OK;
     (void)self;
     if (subgraph == NULL || views == NULL || subgraph->struct_size < BACKEND_SUBGRAPH_SIZE_1_2 ||
         views->struct_size < BACKEND_OPTIMIZATION_VIEWS_SIZE_1_2)
         return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
                         "malformed sub-graph or views");
-    if (subgraph->num_layers > MAX_LAYERS || subgraph->num_tensors >= MAX_SLOTS)
+    if (subgraph->num_tensors >= MAX_SLOTS)
         return ref_fail(message, message_size, BACKEND_STATUS_UNSUPPORTED,
-                        "sub-graphs of more than %d layers or %u tensors", MAX_LAYERS,
-                        MAX_SLOTS - 1);
-    group = calloc(g->num_layers ? g->num_layers : 1, sizeof *group);
-    levels = calloc(g->num_layers ? g->num_layers : 1, sizeof *levels);
-    if (group == NULL || levels == NULL) {
+                        "sub-graphs of more than %u tensors", MAX_SLOTS - 1);
+    if (!tensor_indices_valid(g))
+        return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
+                        "a layer or output names a tensor the sub-graph does not have");
+    group = calloc(n ? n : 1, sizeof *group);
+    levels = calloc(n ? n : 1, sizeof *levels);
+    chunks = calloc((size_t)n + 1, sizeof *chunks);
+    producer = malloc((g->num_tensors ? g->num_tensors : 1) * sizeof *producer);
+    if (group == NULL || levels == NULL || chunks == NULL || producer == NULL) {
         free(group);
         free(levels);
+        free(chunks);
+        free(producer);
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     }
+    for (uint32_t t = 0; t < g->num_tensors; t++)
+        producer[t] = -1;
     /* A layer ref_check_layer() refuses is failed (group -1). The others are grouped by how many
        failed layers lie on the longest path to them (their level): paths never lead to a lower
-       level, so every group is convex and no two groups need each other. Usually there is one. */
-    for (uint32_t i = 0; i < g->num_layers; i++) {
+       level, so every level is convex and no two levels need each other. Usually there is one. */
+    for (uint32_t i = 0; i < n; i++) {
         const BackendSubgraphLayer *layer = g->layers[i];
         char reason[256];
         int32_t level = 0;
-        for (uint32_t q = 0; q < i; q++)
-            for (uint32_t j = 0; j < layer->description->num_inputs; j++)
-                if (layer->input_tensors[j] == g->layers[q]->output_tensors[0]) {
-                    int32_t through = levels[q] + (group[q] < 0);
-                    if (through > level)
-                        level = through;
-                }
+        for (uint32_t j = 0; j < layer->description->num_inputs; j++) {
+            const int32_t q = producer[layer->input_tensors[j]];
+            if (q >= 0 && levels[q] + (group[q] < 0) > level)
+                level = levels[q] + (group[q] < 0);
+        }
         levels[i] = level;
+        producer[layer->output_tensors[0]] = (int32_t)i;
         if (ref_check_layer(layer->description, reason, sizeof reason) != BACKEND_STATUS_OK) {
             views->add_failed(views, layer->id, reason);
             group[i] = -1;
         } else {
             group[i] = level;
-            if (level + 1 > groups)
-                groups = level + 1;
+            if (level + 1 > levels_used)
+                levels_used = level + 1;
         }
+    }
+    /* A level of more than MAX_LAYERS layers is cut, in layer order, into programs of at most
+       that many: the layers are in topological order, so a path from one part to another only
+       leads forward and each part stays convex. Groups are numbered by (level, part), an order
+       in which no group needs a later one. */
+    for (uint32_t i = 0; i < n; i++)
+        if (group[i] >= 0)
+            chunks[group[i]]++;
+    for (int32_t k = 0; k < levels_used; k++) {
+        const int32_t parts = (chunks[k] + MAX_LAYERS - 1) / MAX_LAYERS;
+        chunks[k] = groups;                  /* the first group of level k */
+        groups += parts;
+    }
+    {
+        int32_t *count = levels;             /* reused: layers of each level met so far */
+        memset(count, 0, (n ? n : 1) * sizeof *count);
+        for (uint32_t i = 0; i < n; i++)
+            if (group[i] >= 0) {
+                const int32_t k = group[i];
+                group[i] = chunks[k] + count[k]++ / MAX_LAYERS;
+            }
     }
     for (int32_t k = 0; k < groups && status == BACKEND_STATUS_OK; k++) {
         int any = 0;
-        for (uint32_t i = 0; i < g->num_layers; i++)
+        for (uint32_t i = 0; i < n; i++)
             any |= group[i] == k;
         if (any)
             status = compile_group(g, group, k, views);
     }
     free(levels);
     free(group);
+    free(chunks);
+    free(producer);
     if (status != BACKEND_STATUS_OK)
         return ref_fail(message, message_size, status, "could not compile a sub-graph");
     return BACKEND_STATUS_OK;

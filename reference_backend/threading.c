@@ -426,19 +426,32 @@ int rk_threads_for(double work, double min_per_thread)
     return t;
 }
 
-typedef struct range_task {
+/* rk_parallel_for's shared state: its participants claim chunks of the range in order until none
+   is left, so a thread that starts late or runs slowly (a CPU shared with another process) takes
+   fewer chunks instead of holding up the others with a fixed share. */
+typedef struct range_shared {
     void (*fn)(void *ctx, int64_t begin, int64_t end);
     void *ctx;
-    int64_t begin, end;
+    int64_t n, chunk;
+    atomic_llong next;
+} range_shared;
+
+typedef struct range_task {
+    range_shared *shared;
 } range_task;
 
 static void *range_task_run(void *arg)
 {
-    const range_task *t = arg;
-    if (t->end > t->begin)
-        t->fn(t->ctx, t->begin, t->end);
+    range_shared *s = ((const range_task *)arg)->shared;
+    int64_t begin;
+    while ((begin = atomic_fetch_add(&s->next, s->chunk)) < s->n)
+        s->fn(s->ctx, begin, begin + s->chunk < s->n ? begin + s->chunk : s->n);
     return NULL;
 }
+
+/* Chunks per thread: enough that the threads finish close together when one is slowed down,
+   few enough that each claim (one atomic add) stays negligible next to the chunk's work. */
+#define RK_CHUNKS_PER_THREAD 4
 
 void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
                      void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx)
@@ -453,9 +466,10 @@ void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_
             fn(ctx, 0, n);
         return;
     }
-    for (int i = 0; i < nt; i++) {
-        int64_t begin = units * i / nt * grain, end = units * (i + 1) / nt * grain;
-        tasks[i] = (range_task){ fn, ctx, begin < n ? begin : n, end < n ? end : n };
-    }
+    range_shared shared = { fn, ctx, n, 0, 0 };
+    shared.chunk = (units + (int64_t)nt * RK_CHUNKS_PER_THREAD - 1) / ((int64_t)nt * RK_CHUNKS_PER_THREAD) * grain;
+    atomic_init(&shared.next, 0);
+    for (int i = 0; i < nt; i++)
+        tasks[i].shared = &shared;
     rk_run_tasks(range_task_run, tasks, sizeof(range_task), nt);
 }

@@ -116,3 +116,26 @@ def test_an_exposed_intermediate_is_not_fused_away(runtime):
     net.add_output(y, "fc_out")
     net.add_output(z, "y")
     assert run(runtime, net, {"x": rand(4, 8)}) == [("fc",), ("relu",)]
+
+
+def test_a_sub_graph_longer_than_a_program_is_compiled_in_programs_of_4096_layers(runtime):
+    """8195 layers: three programs in layer order (4096, 4096, 3), and tensors that cross from
+    the first to the last (the input, and the first layer's output) are boundary tensors."""
+    net = loader.Network()
+    x = net.add_input("x", (2, 16))
+    first = t = net.add_layer("Activation", [x], {"function": "leaky_relu", "a": 0.5}, name="l0")
+    for i in range(1, 8192):
+        d = {"function": "relu"} if i % 2 else {"function": "leaky_relu", "a": 0.5}
+        t = net.add_layer("Activation", [t], d, name=f"l{i}")
+    t = net.add_layer("Addition", [t, first], {}, name="l8192")
+    t = net.add_layer("Addition", [t, x], {}, name="l8193")
+    t = net.add_layer("Activation", [t], {"function": "relu"}, name="l8194")
+    net.add_output(t, "y")
+    values = rand(2, 16)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [(s.kind, len(s.layers)) for s in loaded.plan] == [
+            ("compiled", 4096), ("compiled", 4096), ("compiled", 3)]
+        assert [name for s in loaded.plan for name in s.layers] == [l.name for l in net.layers]
+        y = loaded.execute({"x": values})["y"]
+    leaky = np.where(values > 0, values, 0.5 * values)
+    np.testing.assert_array_equal(y, np.maximum(np.maximum(leaky, 0) + leaky + values, 0))

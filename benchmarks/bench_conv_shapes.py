@@ -1,0 +1,55 @@
+"""The convolutions real image networks spend their time in, on CpuRef, in GFLOP/s: the first
+layer of an RGB image (3 channels, 3x3 and 7x7, stride 2, padded: read through a zero-bordered
+copy), pointwise expansions and projections (to at most 32 channels the kernel reads the input
+rows directly), and ResNet's 3x3 layers; with the time NumPy's matrix product takes for the same
+multiply-adds (an im2col matrix made beforehand, not timed) as a yardstick.
+
+    REFERENCE_BACKEND_THREADS=1 python benchmarks/bench_conv_shapes.py [--rounds 15]
+"""
+import argparse
+import os
+import sys
+
+import numpy as np
+
+import loader
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from _timing import interleaved  # noqa: E402
+
+# (name, h, w, c, o, kernel, stride, pad)
+SHAPES = [("RGB 3x3 s2 (MobileNet)", 224, 224, 3, 32, 3, 2, 1),
+          ("RGB 7x7 s2 (ResNet)", 224, 224, 3, 64, 7, 2, 3),
+          ("1x1 16->96 (expansion)", 112, 112, 16, 96, 1, 1, 0),
+          ("1x1 32->16 (projection)", 112, 112, 32, 16, 1, 1, 0),
+          ("1x1 144->24 (projection)", 56, 56, 144, 24, 1, 1, 0),
+          ("1x1 320->1280", 7, 7, 320, 1280, 1, 1, 0),
+          ("3x3 64->64", 56, 56, 64, 64, 3, 1, 1),
+          ("3x3 512->512", 7, 7, 512, 512, 3, 1, 1)]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=15)
+    args = parser.parse_args(argv)
+    rng = np.random.default_rng(0)
+    with loader.Runtime() as runtime:
+        backend = runtime.create_backend("CpuRef")
+        print(f"{'layer':<26} {'ours ms':>8} {'GFLOP/s':>8} {'NumPy ms':>9} {'GFLOP/s':>8}")
+        for name, h, w, c, o, k, s, p in SHAPES:
+            x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+            wt = rng.standard_normal((o, k, k, c)).astype(np.float32)
+            oh, ow = (h + 2 * p - k) // s + 1, (w + 2 * p - k) // s + 1
+            a = rng.standard_normal((oh * ow, k * k * c)).astype(np.float32)
+            b = wt.reshape(o, -1).T.copy()
+            d = {"stride": s, "padding": p}
+            times = interleaved({"ours": lambda: backend.execute("Convolution2d", [x, wt], d),
+                                 "numpy": lambda: a @ b}, repeats=args.rounds, warmup=2)
+            flop = 2.0 * oh * ow * o * k * k * c
+            print(f"{name:<26} {times['ours'] * 1e3:>8.3f} {flop / times['ours'] / 1e9:>8.1f} "
+                  f"{times['numpy'] * 1e3:>9.3f} {flop / times['numpy'] / 1e9:>8.1f}", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,140 @@
+/*
+ * Activation functions 16 lanes at a time (AVX-512F), with an optional residual added first:
+ * the epilogue of every fused convolution and GEMM runs here, a tile row at a time, so the
+ * per-call cost must stay at a few instructions (no thread decisions, no function pointers).
+ * The formulas, clamps and NaN handling are those of the 4-lane code (activation.c and
+ * kernels_internal.h), step for step and without contracting products into FMAs, so a result
+ * does not depend on which of the two paths or which lane computed it.
+ */
+#include "kernels_internal.h"
+
+#if defined(RK_X86_AVX512)
+
+#define RK_AVX512 __attribute__((target("avx512f"), always_inline)) static inline
+
+RK_AVX512 __m512 splat16(float s) { return _mm512_set1_ps(s); }
+
+/* exp_v4 (kernels_internal.h) on 16 lanes. */
+RK_AVX512 __m512 exp16(__m512 x)
+{
+    const __m512 magic = splat16(12582912.0f);
+    const __m512i magic_bits = _mm512_set1_epi32(0x4B400000);
+    const __m512i bias = _mm512_set1_epi32(127);
+    x = _mm512_max_ps(splat16(-104.0f), x);
+    x = _mm512_min_ps(splat16(89.0f), x);
+    __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, splat16(1.44269504088896341f)), magic), magic);
+    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, splat16(0.693145751953125f)));
+    r = _mm512_sub_ps(r, _mm512_mul_ps(n, splat16(1.428606765330187e-06f)));
+    __m512 p = splat16(1.0f / 5040.0f);
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 720.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 120.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 24.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 6.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(0.5f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f));
+    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f));
+    __m512 th = _mm512_add_ps(_mm512_mul_ps(n, splat16(0.5f)), magic);
+    __m512 t2 = _mm512_add_ps(_mm512_sub_ps(n, _mm512_sub_ps(th, magic)), magic);
+    __m512i s1 = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(th), magic_bits), bias), 23);
+    __m512i s2 = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t2), magic_bits), bias), 23);
+    return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(s1)), _mm512_castsi512_ps(s2));
+}
+
+/* sigmoid_v4 on 16 lanes: e = e^-|x|, 1/(1+e) or e/(1+e). */
+RK_AVX512 __m512 sigmoid16(__m512 x)
+{
+    const __m512i sign = _mm512_set1_epi32(INT32_MIN);
+    __m512 e = exp16(_mm512_castsi512_ps(_mm512_or_epi32(_mm512_castps_si512(x), sign)));
+    __m512 r = _mm512_div_ps(splat16(1.0f), _mm512_add_ps(splat16(1.0f), e));
+    __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_mul_ps(r, negative, e, r);
+}
+
+RK_AVX512 __m512 act16(__m512 x, int function, __m512 a, __m512 b)
+{
+    const __m512 zero = _mm512_setzero_ps();
+    switch (function) {
+    case RK_RELU:
+        return _mm512_max_ps(zero, x);           /* x < 0 ? 0 : x, NaN kept */
+    case RK_BOUNDED_RELU:
+        return _mm512_min_ps(a, _mm512_max_ps(b, x));
+    case RK_CLIP:
+        return _mm512_min_ps(b, _mm512_max_ps(a, x));
+    case RK_LEAKY_RELU:
+        return _mm512_mask_mul_ps(x, _mm512_cmp_ps_mask(x, zero, _CMP_NGT_UQ), x, a);
+    case RK_HARD_SIGMOID:
+        return _mm512_max_ps(zero, _mm512_min_ps(splat16(1.0f), _mm512_add_ps(_mm512_mul_ps(a, x), b)));
+    case RK_HARD_SWISH:
+        return _mm512_div_ps(
+            _mm512_mul_ps(x, _mm512_max_ps(zero, _mm512_min_ps(splat16(6.0f), _mm512_add_ps(x, splat16(3.0f))))),
+            splat16(6.0f));
+    case RK_SIGMOID:
+        return sigmoid16(x);
+    case RK_SWISH:
+        return _mm512_mul_ps(x, sigmoid16(_mm512_mul_ps(a, x)));
+    default:
+        return x;                                /* -1: none */
+    }
+}
+
+/* The loop with `function` a constant, so each instantiation keeps only its own arithmetic. */
+RK_AVX512 void act16_loop(const float *x, const float *residual, float *y, int64_t n, int function,
+                          float a, float b)
+{
+    const __m512 va = splat16(a), vb = splat16(b);
+    int64_t i = 0;
+    if (residual != NULL) {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(y + i, act16(_mm512_add_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(residual + i)),
+                                          function, va, vb));
+    } else {
+        for (; i + 16 <= n; i += 16)
+            _mm512_storeu_ps(y + i, act16(_mm512_loadu_ps(x + i), function, va, vb));
+    }
+    if (i < n) {
+        /* masked lanes load zeros and are never stored */
+        const __mmask16 m = (__mmask16)((1u << (n - i)) - 1u);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        if (residual != NULL)
+            v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, residual + i));
+        _mm512_mask_storeu_ps(y + i, m, act16(v, function, va, vb));
+    }
+}
+
+int rk_act16_covers(int function)
+{
+    return function < 0 || function == RK_RELU || function == RK_BOUNDED_RELU || function == RK_CLIP ||
+           function == RK_LEAKY_RELU || function == RK_HARD_SIGMOID || function == RK_HARD_SWISH ||
+           function == RK_SIGMOID || function == RK_SWISH;
+}
+
+__attribute__((target("avx512f")))
+void rk_act16(const float *x, const float *residual, float *y, int64_t n, int function, float a, float b)
+{
+    switch (function) {
+    case RK_RELU: act16_loop(x, residual, y, n, RK_RELU, a, b); break;
+    case RK_BOUNDED_RELU: act16_loop(x, residual, y, n, RK_BOUNDED_RELU, a, b); break;
+    case RK_CLIP: act16_loop(x, residual, y, n, RK_CLIP, a, b); break;
+    case RK_LEAKY_RELU: act16_loop(x, residual, y, n, RK_LEAKY_RELU, a, b); break;
+    case RK_HARD_SIGMOID: act16_loop(x, residual, y, n, RK_HARD_SIGMOID, a, b); break;
+    case RK_HARD_SWISH: act16_loop(x, residual, y, n, RK_HARD_SWISH, a, b); break;
+    case RK_SIGMOID: act16_loop(x, residual, y, n, RK_SIGMOID, a, b); break;
+    case RK_SWISH: act16_loop(x, residual, y, n, RK_SWISH, a, b); break;
+    default: act16_loop(x, residual, y, n, -1, a, b); break;
+    }
+}
+
+#else
+
+int rk_act16_covers(int function)
+{
+    (void)function;
+    return 0;
+}
+
+void rk_act16(const float *x, const float *residual, float *y, int64_t n, int function, float a, float b)
+{
+    (void)x, (void)residual, (void)y, (void)n, (void)function, (void)a, (void)b;
+}
+
+#endif

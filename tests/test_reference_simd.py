@@ -1,0 +1,182 @@
+"""The reference backend's 16-lane (AVX-512) kernels against the float64 references and against
+the portable code they stand in for: the activations of every fused epilogue (with and without
+a residual, every tail length), built once as the backend is and once with the test hook
+-DRK_NO_AVX512, which must give the same bits."""
+import ctypes
+import os
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conformance.reference.elementwise import activation as reference_activation
+from loader.layers.elementwise import _ACTIVATIONS
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
+CC = shutil.which("cc") or shutil.which("gcc")
+SOURCES = ("activation.c", "activation_avx512.c", "elementwise.c", "threading.c", "gemm.c",
+           "gemm_kernels.c")
+
+
+def has_avx512():
+    with open("/proc/cpuinfo") as f:
+        return " avx512f" in f.read()
+
+
+class Epilogue(ctypes.Structure):
+    _fields_ = [("residual", ctypes.c_void_p), ("ldr", ctypes.c_int64), ("function", ctypes.c_int),
+                ("a", ctypes.c_float), ("b", ctypes.c_float)]
+
+
+def build(tmp_path_factory, flag):
+    sources = [os.path.join(KERNELS, s) for s in SOURCES]
+    if CC is None or not all(os.path.exists(s) for s in sources):
+        pytest.skip("needs a C compiler and the reference backend's sources")
+    out = str(tmp_path_factory.mktemp("simd") / "kernels.so")
+    subprocess.run([CC, "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
+                    "-Werror", *([flag] if flag else []), *sources, "-o", out, "-lm", "-lpthread"],
+                   check=True, capture_output=True, text=True)
+    lib = ctypes.CDLL(out)
+    p, i64 = ctypes.c_void_p, ctypes.c_int64
+    lib.rk_activation.argtypes = [p, p, i64, ctypes.c_int, ctypes.c_float, ctypes.c_float]
+    lib.rk_apply_epilogue.argtypes = [ctypes.POINTER(Epilogue), p, i64, i64, i64, i64, i64]
+    lib.rk_apply_epilogue.restype = None
+    return lib
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    """(as the backend is built, portable 4-lane build)"""
+    if not has_avx512():
+        pytest.skip("the 16-lane kernels need a CPU with AVX-512F")
+    return build(tmp_path_factory, None), build(tmp_path_factory, "-DRK_NO_AVX512")
+
+
+# the functions the 16-lane epilogue covers, with parameters away from the defaults too
+FUNCTIONS = [("relu", None, None), ("bounded_relu", 6.0, 0.0), ("bounded_relu", 1.0, -1.0),
+             ("clip", -0.5, 2.0), ("leaky_relu", 0.1, None), ("hard_sigmoid", None, None),
+             ("hard_swish", None, None), ("sigmoid", None, None), ("swish", None, None),
+             ("swish", 1.702, None)]
+SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 89.5, -87.0, -103.0, -110.0, 1e-30,
+                    -1e-30, 3.0, -3.0, 6.0, 1e-45, -20.0, 20.0], np.float32)
+
+
+def inputs(count, seed):
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(count) * 8).astype(np.float32)
+    x[: min(count, len(SPECIAL))] = SPECIAL[: min(count, len(SPECIAL))]
+    return x
+
+
+def parameters(function, a, b):
+    _, a_default, b_default = _ACTIVATIONS[function]
+    return (a_default or 0.0) if a is None else a, (b_default or 0.0) if b is None else b
+
+
+def same_bits(got, want):
+    """Equal bit for bit, except that a NaN's sign and payload are free."""
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    keep = ~np.isnan(got)
+    np.testing.assert_array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32))
+
+
+def expect_close(y, x, function, a, b):
+    with np.errstate(invalid="ignore"):
+        want = reference_activation(x, function, a, b)
+    finite = np.isfinite(want)
+    np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
+    np.testing.assert_array_equal(y[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
+    np.testing.assert_allclose(y[finite], want[finite], rtol=2e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("function, a, b", FUNCTIONS)
+def test_activation_16_lanes_matches_the_portable_code_and_the_reference(kernels, function, a, b):
+    wide, portable = kernels
+    code = _ACTIVATIONS[function][0]
+    a, b = parameters(function, a, b)
+    for count in list(range(1, 40)) + [1000]:
+        x = inputs(count, count)
+        got = np.full(count + 1, 7.0, np.float32)     # one guard element past the end
+        want = np.full(count + 1, 7.0, np.float32)
+        assert wide.rk_activation(x.ctypes.data, got.ctypes.data, count, code, a, b) == 0
+        assert portable.rk_activation(x.ctypes.data, want.ctypes.data, count, code, a, b) == 0
+        same_bits(got, want)
+        assert got[count] == 7.0
+        expect_close(got[:count], x, function, a, b)
+
+
+@pytest.mark.parametrize("function, a, b", FUNCTIONS + [("none", None, None)])
+def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function, a, b):
+    """A 5 x cols block inside a wider output (row stride 53), its residual offset by the
+    block's row and column: every column count from 1 to 33 (16-lane tails included)."""
+    wide, portable = kernels
+    code = -1 if function == "none" else _ACTIVATIONS[function][0]
+    a, b = (0.0, 0.0) if function == "none" else parameters(function, a, b)
+    rng = np.random.default_rng(3)
+    for cols in range(1, 34):
+        c0 = (rng.standard_normal((9, 53)) * 4).astype(np.float32)
+        residual = (rng.standard_normal((12, 60)) * 4).astype(np.float32)
+        outs = []
+        for lib in (wide, portable):
+            c = c0.copy()
+            e = Epilogue(residual.ctypes.data, 60, code, a, b)
+            # rows 2..6 and columns 3.. of the block; the residual of output row 2 + 4, column 3 + 5
+            lib.rk_apply_epilogue(ctypes.byref(e), c[2:].ctypes.data + 3 * 4, 53, 4, 5, 5, cols)
+            outs.append(c)
+        same_bits(outs[0], outs[1])
+        touched = np.zeros_like(c0, bool)
+        touched[2:7, 3:3 + cols] = True
+        np.testing.assert_array_equal(outs[0][~touched], c0[~touched])
+        summed = c0[2:7, 3:3 + cols].astype(np.float64) + residual[4:9, 5:5 + cols]
+        want = summed if function == "none" else reference_activation(summed, function, a, b)
+        np.testing.assert_allclose(outs[0][2:7, 3:3 + cols], want, rtol=1e-5, atol=1e-5)
+
+
+# -- convolutions of few channels (an image's first layer) -------------------------------------
+
+@pytest.fixture(scope="module")
+def backend():
+    import loader
+    with loader.Runtime() as runtime:
+        return runtime.create_backend("CpuRef")
+
+
+# (x shape, w shape, descriptor): 1 to 7 channels, padding on every side or some, strides 1 and
+# 2, output rows that are and are not a multiple of the kernel's 14-pixel panels, 1x1 outputs
+FEW_CHANNELS = [((1, 30, 30, 3), (32, 3, 3, 3), {"stride": 2, "padding": 1}),
+                ((1, 31, 29, 3), (64, 7, 7, 3), {"stride": 2, "padding": 3}),
+                ((2, 17, 19, 1), (5, 3, 3, 1), {"padding": 1}),
+                ((1, 28, 28, 7), (33, 5, 5, 7), {"padding": [2, 0, 1, 2]}),
+                ((1, 3, 3, 2), (16, 3, 3, 2), {"padding": 0}),
+                ((1, 2, 2, 3), (40, 3, 3, 3), {"padding": 1, "stride": 2}),
+                ((1, 16, 45, 4), (96, 3, 3, 4), {"padding": 1, "dilation": 2})]
+
+
+@pytest.mark.parametrize("x_shape, w_shape, descriptor", FEW_CHANNELS)
+def test_convolution_of_few_channels(backend, x_shape, w_shape, descriptor):
+    from conformance.reference import evaluate
+    rng = np.random.default_rng(sum(x_shape) + sum(w_shape))
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal(w_shape).astype(np.float32)
+    bias = rng.standard_normal(w_shape[0]).astype(np.float32)
+    [y] = backend.execute("Convolution2d", [x, w, bias], descriptor)
+    want = evaluate("Convolution2d", [x, w, bias], descriptor)
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(np.prod(w_shape[1:])))
+
+
+# -- pointwise convolutions to few channels (the kernel reads the input rows directly) ----------
+
+@pytest.mark.parametrize("x_shape, channels_out", [((2, 5, 7, 20), 24), ((1, 3, 3, 8), 1),
+                                                   ((1, 14, 14, 33), 32), ((1, 1, 1, 300), 17),
+                                                   ((3, 9, 11, 5), 16), ((1, 28, 28, 64), 33)])
+def test_pointwise_convolution_to_few_channels(backend, x_shape, channels_out):
+    from conformance.reference import evaluate
+    rng = np.random.default_rng(sum(x_shape) + channels_out)
+    x = rng.standard_normal(x_shape).astype(np.float32)
+    w = rng.standard_normal((channels_out, 1, 1, x_shape[3])).astype(np.float32)
+    bias = rng.standard_normal(channels_out).astype(np.float32)
+    [y] = backend.execute("Convolution2d", [x, w, bias], {})
+    want = evaluate("Convolution2d", [x, w, bias], {})
+    np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(x_shape[3]))
