@@ -27,7 +27,8 @@ here for the runner, the worker and the command line.
 """
 from conformance import (file_cases, entry_cases, abi_cases, leak_cases,  # noqa: F401
                          lifecycle_cases, support_cases, fixed_layer_cases, concurrency_cases,
-                         network_cases, network_generated, network_blocks, raw_types, raw_messages, raw_buffers, raw_lifecycle,
+                         network_cases, network_generated, network_blocks, network_hostile,
+                         raw_types, raw_messages, raw_buffers, raw_lifecycle,
                          raw_descriptors,
                          guarded, generated, generated_elementwise, generated_tensor,
                          generated_spatial, generated_normalization, speed_cases)
