@@ -29,7 +29,7 @@ SIDE_OUTPUT_SHAPES = ((2, 3, 8), (1, 5, 6, 4))
 BROADCAST_SHAPES = ((4, 3), (3, 3, 3), (2, 3, 4, 5), (3, 3, 3, 3), (2, 1, 3, 2, 3),
                     (2, 2, 2, 2, 2, 2))
 THREADS = 4
-ROUNDS = 6
+ROUNDS = 10
 
 
 def _built(subject, make):
@@ -141,9 +141,9 @@ def _weights_as_inputs(subject):
 
 def concurrent_networks(backend, seed):
     """Two networks of one architecture with different constants, and one of another."""
-    shape = (2, 3, 4, 5)
+    shape = (4, 16, 32)      # large enough that executes on different threads overlap
     return [net for net in (nb.chain(backend, 60, shape, seed), nb.chain(backend, 60, shape, seed + 1),
-                            nb.side_outputs(backend, (1, 5, 6, 4), seed + 2)) if net is not None]
+                            nb.side_outputs(backend, (1, 12, 12, 8), seed + 2)) if net is not None]
 
 
 @case("net.concurrent-execute", "NET-10", tier="full")
@@ -186,6 +186,7 @@ def _concurrent(subject):
                 problems.append(f"thread {k}: {type(error).__name__}: {error}")
 
         subject.note(f"{THREADS} threads execute {len(networks)} networks at once")
+        subject.record.note(f"execute (loaded networks, from {THREADS} threads at once)")
         threads = [threading.Thread(target=worker, args=(k,)) for k in range(THREADS)]
         for t in threads:
             t.start()

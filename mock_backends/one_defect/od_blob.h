@@ -182,8 +182,6 @@ static BackendStatus od_load_compiled_subgraph(const BackendInstance *self, cons
     for (uint32_t s = 0; s < header.num_slots; s++) {
         OdSlot *slot = &p->slots[s];
         if (slot->kind == OD_SLOT_CONSTANT) {
-            if (slot->bytes > rest)
-                OD_REFUSE("they end inside the data of tensor %u", s);
             slot->data = malloc(slot->bytes ? slot->bytes : 1);
             if (slot->data == NULL)
                 OD_REFUSE("no memory for the %llu bytes of tensor %u", (unsigned long long)slot->bytes, s);
