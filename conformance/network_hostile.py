@@ -73,7 +73,7 @@ def _damaged_blobs(subject):
     backend = optimizing_backend(subject)
     if not backend.features.get("SerializedSubgraphs"):
         raise NotSupported("the backend has no load_compiled_subgraph")
-    rng = np.random.default_rng(subject.seed)
+    rng = np.random.default_rng(subject.seed or 0)
     taken = []
     for net in _networks(backend, 700):
         _, spec, views = _answer(backend, net, own_requirement=False)
