@@ -14,7 +14,7 @@ backend's optimizer:
 import numpy as np
 
 from conformance import network_builder as nb
-from conformance.network_cases import _answer, _note, _run_substitutions, random_network
+from conformance.network_offers import answer, note, random_network, run_substitutions
 from conformance.network_runs import optimizing_backend
 from conformance.registry import Failed, NotSupported, case
 
@@ -76,11 +76,11 @@ def _damaged_blobs(subject):
     rng = np.random.default_rng(subject.seed or 0)
     taken = []
     for net in _networks(backend, 700):
-        _, spec, views = _answer(backend, net, own_requirement=False)
+        _, spec, views = answer(backend, net, own_requirement=False)
         for substitution in views.substitutions:
             compiled = substitution[3]
             if len(taken) < BLOBS and compiled.serializable:
-                _note(backend, "serialize (compiled sub-graph)")
+                note(backend, "serialize (compiled sub-graph)")
                 taken.append((net, spec, substitution, compiled.serialize()))
     if not taken:
         raise NotSupported("no compiled sub-graph of the kit's networks serializes")
@@ -90,7 +90,7 @@ def _damaged_blobs(subject):
             where = f"compiled sub-graph {k + 1} ({len(ids)} layers), {what}"
             subject.note(f"load_compiled_subgraph: {where}")
             try:
-                again = _core.load_compiled_subgraph(_note(backend, "load_compiled_subgraph"), data)
+                again = _core.load_compiled_subgraph(note(backend, "load_compiled_subgraph"), data)
             except loader.BackendError as error:
                 if "no message" in str(error):
                     raise Failed(f"{where}: refused without a message saying why: {error}")
@@ -103,7 +103,7 @@ def _damaged_blobs(subject):
             accepted_flips += 1
             subject.note(f"execute of the compiled sub-graph loaded from bytes with {what}")
             try:
-                _run_substitutions(net, spec, _Views([(ids, inputs, outputs, again)]), 1,
+                run_substitutions(net, spec, _Views([(ids, inputs, outputs, again)]), 1,
                                    f" (loaded with {what})", backend=backend)
             except Failed:
                 pass            # an execute that refuses is fine; a crash is not
@@ -121,19 +121,19 @@ def _profiling_fused_layers(subject):
         raise NotSupported("the backend has no create_profiling_context")
     reported = 0
     for net in _networks(backend, 800):
-        _, spec, views = _answer(backend, net, own_requirement=False)
+        _, spec, views = answer(backend, net, own_requirement=False)
         if not views.substitutions:
             continue
-        _note(backend, "create_profiling_context")
-        context = _core.create_profiling_context(_note(backend, "create_profiling_context"))
+        note(backend, "create_profiling_context")
+        context = _core.create_profiling_context(note(backend, "create_profiling_context"))
         if context is None:
             raise NotSupported("create_profiling_context gave no context")
         for _, _, _, compiled in views.substitutions:
             compiled.set_profiling_context(context)
         context.enable(True)
-        _run_substitutions(net, spec, views, 1, " (profiled)", backend=backend)
+        run_substitutions(net, spec, views, 1, " (profiled)", backend=backend)
         context.enable(False)
-        _note(backend, "collect (profiling context)")
+        note(backend, "collect (profiling context)")
         events = [(r[1], set(r[2])) for r in context.collect() if r[0] == "event"]
         for _, _, _, compiled in views.substitutions:
             compiled.close()
