@@ -11,7 +11,10 @@ here for the runner, the worker and the command line.
     support_cases      SUP-*: claims, refusals, determinism
     fixed_layer_cases  LAYER-1: one case per entry of layer_cases.yaml
     concurrency_cases  CONC-1: threads at once
-    network_cases      NET-*: sub-graphs offered to the optimizer
+    network_cases      NET-1 to NET-7: sub-graphs offered to the optimizer
+    network_generated  NET-8 to NET-10: generated whole networks, weights as inputs, threads
+    network_blocks     NET-8: real blocks (MobileNetV2, ResNet, ShuffleNet, transformer)
+    network_hostile    NET-11, NET-6: damaged compiled sub-graph bytes; fused events
     raw_types          SUP-2 through ctypes: layer and data types at and past the boundary
     raw_messages       MSG-1: message buffers of 0, 1 and 16 bytes with canaries
     raw_buffers        EXEC-1, ABI-5: execute given wrong buffers; the kit's counting allocator
@@ -24,7 +27,8 @@ here for the runner, the worker and the command line.
 """
 from conformance import (file_cases, entry_cases, abi_cases, leak_cases,  # noqa: F401
                          lifecycle_cases, support_cases, fixed_layer_cases, concurrency_cases,
-                         network_cases, raw_types, raw_messages, raw_buffers, raw_lifecycle,
+                         network_cases, network_generated, network_blocks, network_hostile,
+                         raw_types, raw_messages, raw_buffers, raw_lifecycle,
                          raw_descriptors,
                          guarded, generated, generated_elementwise, generated_tensor,
                          generated_spatial, generated_normalization, speed_cases)

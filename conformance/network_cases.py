@@ -8,91 +8,12 @@ and the availability answer must not change. A backend without an optimizer (eve
 backend) or without the optional member gets NOT_SUPPORTED, never FAIL."""
 import numpy as np
 
+from conformance.network_offers import (answer, note, offer, random_network,
+                                        run_substitutions)
 from conformance.registry import Failed, NotSupported, case
 from conformance.resource_usage import leaks
 
 SEEDS = (1, 2, 3)
-LAYERS_PER_NETWORK = 8
-
-
-def _candidates(rng, net, current, history):
-    """Layer candidates (type, inputs, descriptor) that fit after tensor ``current``."""
-    shape = net.tensor(current.name).shape
-    options = [("Activation", [current],
-                {"function": fn, "a": 0.5 if fn == "leaky_relu" else 6.0, "b": 0.0}, [])
-               for fn in ("relu", "bounded_relu", "sigmoid", "tanh", "leaky_relu")]
-    if len(shape) == 4:
-        c = shape[3]
-        o = int(rng.integers(2, 7))
-        options.append(("Convolution2d", [current], {"padding": 1},
-                        [(o, 3, 3, c)] + ([(o,)] if rng.integers(2) else [])))
-        options.append(("DepthwiseConvolution2d", [current], {"padding": [1, 0]},
-                        [(1, 3, 3, c)] + ([(c,)] if rng.integers(2) else [])))
-        options.append(("Pooling2d", [current], {"pool": "max", "kernel": 2, "stride": 1}, []))
-    if len(shape) == 2:
-        m = int(rng.integers(3, 9))
-        options.append(("FullyConnected", [current], {}, [(m, shape[1])] +
-                        ([(m,)] if rng.integers(2) else [])))
-        options.append(("Softmax", [current], {"beta": 1.0}, []))
-    same = [t for t in history if net.tensor(t.name).shape == shape and t.name != current.name]
-    if same:
-        options.append(("Addition", [current, same[int(rng.integers(len(same)))]], {}, []))
-    return options
-
-
-def random_network(backend, seed):
-    """A network of up to LAYERS_PER_NETWORK layers, each of a type and shape the backend says
-    it supports; None when it supports none of the candidates."""
-    import loader
-    rng = np.random.default_rng(seed)
-    net = loader.Network()
-    shape = (1, 6, 7, 3) if seed % 2 else (4, 10)
-    current = net.add_input("x", shape)
-    history = [current]
-    for k in range(LAYERS_PER_NETWORK):
-        options = _candidates(rng, net, current, history)
-        rng.shuffle(options)
-        for layer, inputs, descriptor, constants in options:
-            shapes = [net.tensor(t.name).shape for t in inputs] + constants
-            try:
-                if not backend.is_layer_supported(layer, shapes, descriptor):
-                    continue
-            except loader.BackendError:
-                continue
-            sources = list(inputs)
-            for j, constant in enumerate(constants):
-                sources.append(net.add_constant(f"c{k}_{j}", (rng.uniform(-1, 1, constant) * 0.5)
-                                                .astype(np.float32)))
-            current = net.add_layer(layer, sources, descriptor, name=f"l{k}")
-            history.append(current)
-            break
-        else:
-            break
-    if not net.layers:
-        return None
-    net.add_output(current, "y")
-    return net
-
-
-def _note(backend, call):
-    """Name the backend call about to be made (conformance.tracing), so that a crash or a hang
-    in it is reported by that name; returns the loader object behind a traced one."""
-    from conformance import tracing
-    if isinstance(backend, tracing.Traced):
-        backend._record.note(call)
-        return backend._target
-    return backend
-
-
-def _offer(backend, net):
-    """(graph, spec, views) for the whole network offered as one sub-graph."""
-    from loader import _core
-    from loader.networks import planning
-    graph = planning.Graph(net)
-    spec = planning.describe_subgraph(graph, backend.id, list(range(len(net.layers))))
-    views = _core.optimize_subgraph(_note(backend, "optimize_subgraph"), spec,
-                                    [layer.prepared for layer in net.layers], net.constants)
-    return graph, spec, views
 
 
 def _optimizing_backend(subject):
@@ -110,66 +31,17 @@ def _networks(subject):
     return backend, networks
 
 
-def _answer(backend, net, own_requirement=True):
-    """The backend's checked views for ``net`` offered whole. Invalid views fail NET-1; the
-    other NET cases cannot judge them and say so (NOT_SUPPORTED, NET-1 reports the failure)."""
-    import loader
-    from loader.networks import planning
-    try:
-        graph, spec, views = _offer(backend, net)
-        planning.validate_views(graph, spec, views)
-    except loader.InvalidOptimizationError as error:
-        if own_requirement:
-            raise Failed(str(error))
-        raise NotSupported(f"the views are invalid (see NET-1): {error}")
-    except loader.BackendError as error:
-        raise Failed(f"optimize_subgraph failed on a sub-graph of layers it supports: {error}")
-    return graph, spec, views
-
-
 @case("net.views-cover", "NET-1")
 def _net_views_cover(subject):
     backend, networks = _networks(subject)
     for net in networks:
-        _answer(backend, net)
-
-
-def _run_substitutions(net, spec, views, seed, when="", backend=None):
-    """Each substitution run on random boundary inputs (the same for a given seed): a list of
-    (substitution index, layer ids, boundary input values, {output tensor: array})."""
-    from loader import _core
-    rng = np.random.default_rng(seed)
-    runs = []
-    for k, (ids, inputs, outputs, compiled) in enumerate(views.substitutions):
-        names = [spec.tensors[t][0] for t in inputs]
-        values = {name: (rng.uniform(-1, 1, net.tensor(name).shape)).astype(np.float32)
-                  for name in names}
-        arrays = [values[name] for name in names]
-        results = [np.empty(net.tensor(spec.tensors[t][0]).shape, np.float32) for t in outputs]
-        steps = [(f"substitution {k}", "compiled", compiled,
-                  [("dynamic", j) for j in range(len(arrays))],
-                  [("dynamic", len(arrays) + j) for j in range(len(results))])]
-        if getattr(compiled, "hosted", False):        # --backend-host process
-            from loader.host.executor import HostExecutor
-            executor = HostExecutor(steps, 0, [a.nbytes for a in arrays + results], len(arrays))
-        else:
-            executor = _core.Executor(steps, None, len(arrays) + len(results))
-        if backend is not None:
-            _note(backend, "execute (compiled sub-graph)")
-        try:
-            executor.run(arrays + results)
-        except Exception as error:
-            raise Failed(f"substitution {k} of {[net.layers[i].name for i in sorted(ids)]}{when} "
-                         f"failed: {error}")
-        runs.append((k, sorted(ids), values,
-                     {spec.tensors[t][0]: out for t, out in zip(outputs, results)}))
-    return runs
+        answer(backend, net)
 
 
 def _check_substitutions(net, spec, views, seed, backend):
     """Each substitution against NumPy evaluating the layers it replaces."""
     from conformance import reference
-    for k, ids, values, outputs in _run_substitutions(net, spec, views, seed, backend=backend):
+    for k, ids, values, outputs in run_substitutions(net, spec, views, seed, backend=backend):
         known = {n: v.astype(np.float64) for n, v in values.items()}
         known.update({n: a.astype(np.float64) for n, a in net.constants.items()})
         for i in ids:
@@ -189,7 +61,7 @@ def _net_substitutions(subject):
     backend, networks = _networks(subject)
     substituted = 0
     for seed, net in zip(SEEDS, networks):
-        _, spec, views = _answer(backend, net, own_requirement=False)
+        _, spec, views = answer(backend, net, own_requirement=False)
         substituted += len(views.substitutions)
         _check_substitutions(net, spec, views, seed, backend)
     if not substituted:
@@ -200,8 +72,8 @@ def _net_substitutions(subject):
 def _net_failed(subject):
     backend, networks = _networks(subject)
     for net in networks:
-        _, _, first = _answer(backend, net, own_requirement=False)
-        _, _, second = _answer(backend, net, own_requirement=False)
+        _, _, first = answer(backend, net, own_requirement=False)
+        _, _, second = answer(backend, net, own_requirement=False)
         names = {i: layer.name for i, layer in enumerate(net.layers)}
         if sorted(i for i, _ in first.failed) != sorted(i for i, _ in second.failed):
             raise Failed(f"the same sub-graph had layers {sorted(names[i] for i, _ in first.failed)} "
@@ -217,10 +89,10 @@ def _net_outlive(subject):
     substituted = 0
     for seed, net in zip(SEEDS, networks):
         other = subject.backend()
-        _, spec, views = _answer(other, net, own_requirement=False)
-        before = _run_substitutions(net, spec, views, seed, backend=other)
+        _, spec, views = answer(other, net, own_requirement=False)
+        before = run_substitutions(net, spec, views, seed, backend=other)
         other.close()                   # the compiled sub-graphs must not care
-        after = _run_substitutions(net, spec, views, seed, " (after its instance was destroyed)",
+        after = run_substitutions(net, spec, views, seed, " (after its instance was destroyed)",
                                    backend=other)
         substituted += len(views.substitutions)
         for (k, ids, _, first), (_, _, _, second) in zip(before, after):
@@ -240,28 +112,28 @@ def _net_blob_round_trip(subject):
         raise NotSupported("the backend has no load_compiled_subgraph")
     checked = 0
     for seed, net in zip(SEEDS, networks):
-        _, spec, views = _answer(backend, net, own_requirement=False)
-        before = _run_substitutions(net, spec, views, seed, backend=backend)
+        _, spec, views = answer(backend, net, own_requirement=False)
+        before = run_substitutions(net, spec, views, seed, backend=backend)
         reloaded = []
         for k, (ids, inputs, outputs, compiled) in enumerate(views.substitutions):
             if not compiled.serializable:
                 reloaded.append((ids, inputs, outputs, compiled))
                 continue
-            _note(backend, "serialize (compiled sub-graph)")
+            note(backend, "serialize (compiled sub-graph)")
             try:
                 blob = compiled.serialize()
             except Exception as error:
                 raise Failed(f"substitution {k}: serialize failed: {error}")
-            _note(backend, "load_compiled_subgraph")
+            note(backend, "load_compiled_subgraph")
             try:
-                again = _core.load_compiled_subgraph(_note(backend, "load_compiled_subgraph"),
+                again = _core.load_compiled_subgraph(note(backend, "load_compiled_subgraph"),
                                                      blob)
             except Exception as error:
                 raise Failed(f"substitution {k}: its own {len(blob)} bytes were refused: {error}")
             reloaded.append((ids, inputs, outputs, again))
             checked += 1
         views.substitutions[:] = reloaded
-        after = _run_substitutions(net, spec, views, seed, " (loaded from its bytes)",
+        after = run_substitutions(net, spec, views, seed, " (loaded from its bytes)",
                                    backend=backend)
         for (k, ids, _, first), (_, _, _, second) in zip(before, after):
             for name in first:
@@ -281,9 +153,9 @@ def _net_profiling_events(subject):
         raise NotSupported("the backend has no create_profiling_context")
     reported = 0
     for seed, net in zip(SEEDS, networks):
-        _, spec, views = _answer(backend, net, own_requirement=False)
-        _note(backend, "create_profiling_context")
-        context = _core.create_profiling_context(_note(backend, "create_profiling_context"))
+        _, spec, views = answer(backend, net, own_requirement=False)
+        note(backend, "create_profiling_context")
+        context = _core.create_profiling_context(note(backend, "create_profiling_context"))
         if context is None:
             raise NotSupported("create_profiling_context gave no context")
         taken = [i for ids, *_ in views.substitutions for i in ids]
@@ -291,10 +163,10 @@ def _net_profiling_events(subject):
             compiled.set_profiling_context(context)
         context.enable(True)
         start = time.monotonic_ns()
-        _run_substitutions(net, spec, views, seed, " (profiled)", backend=backend)
+        run_substitutions(net, spec, views, seed, " (profiled)", backend=backend)
         end = time.monotonic_ns()
         context.enable(False)
-        _note(backend, "collect (profiling context)")
+        note(backend, "collect (profiling context)")
         records = context.collect()
         for _, _, _, compiled in views.substitutions:
             compiled.close()
@@ -328,9 +200,9 @@ def _net_availability(subject):
         raise NotSupported("the backend has no is_available")
     answers = []
     for _ in range(4):
-        answers.append(_core.query_availability(_note(backend, "is_available")))
+        answers.append(_core.query_availability(note(backend, "is_available")))
     other = subject.backend()
-    answers.append(_core.query_availability(_note(other, "is_available")))
+    answers.append(_core.query_availability(note(other, "is_available")))
     if len({ok for ok, _ in answers}) != 1:
         raise Failed("is_available changed its answer between calls: "
                      + ", ".join("yes" if ok else f"no ({message})" for ok, message in answers))
@@ -340,14 +212,14 @@ def _net_availability(subject):
 def _net_create_destroy(subject):
     backend, networks = _networks(subject)
     net = networks[0]
-    _, _, views = _answer(backend, net, own_requirement=False)
+    _, _, views = answer(backend, net, own_requirement=False)
     if not views.substitutions:
         raise NotSupported("the optimizer substituted nothing in the kit's first network")
     for _, _, _, compiled in views.substitutions:
         compiled.close()
 
     def cycle():
-        _, _, offered = _offer(backend, net)
+        _, _, offered = offer(backend, net)
         for _, _, _, compiled in offered.substitutions:
             compiled.close()
     findings = leaks(cycle, 200, f"compiled sub-graphs of a network of {len(net.layers)} layers",

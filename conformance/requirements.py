@@ -56,5 +56,13 @@ REQUIREMENTS: Dict[str, Requirement] = {r.id: r for r in [
                 optional=True),
     Requirement("NET-6", "profiling events are well-formed and inside the execution", optional=True),
     Requirement("NET-7", "the availability answer is the same on every call", optional=True),
+    Requirement("NET-8", "whole networks compute what their layers compute: long runs, side "
+                "outputs, broadcasts, real blocks", optional=True),
+    Requirement("NET-9", "a network executed again uses the weights given to that execute",
+                optional=True),
+    Requirement("NET-10", "loaded networks executed from several threads at once compute what "
+                "they compute serially", optional=True),
+    Requirement("NET-11", "damaged compiled sub-graph bytes are refused with a reason, never a "
+                "crash", optional=True),
     Requirement("PERF-1", "no layer runs 5x or more slower than the reference backend", warning_only=True),
 ]}

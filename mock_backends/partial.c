@@ -160,10 +160,10 @@ static int read_outside(const BackendSubgraph *g, uint32_t t, uint32_t a, uint32
 static BackendStatus partial_optimize(const BackendInstance *self, const BackendSubgraph *g,
                                       BackendOptimizationViews *views, char *message, size_t size)
 {
-    char taken[256] = { 0 };
+    char *taken = calloc(g->num_layers, 1);   /* a sub-graph has any number of layers */
     (void)self;
-    if (g->num_layers > sizeof taken)
-        return say(message, size, BACKEND_STATUS_UNSUPPORTED, "at most 256 layers per sub-graph");
+    if (taken == NULL)
+        return say(message, size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     for (uint32_t i = 0; i < g->num_layers; i++) {
         const BackendSubgraphLayer *layer = g->layers[i];
         const BackendLayerDescription *d = layer->description;
@@ -183,8 +183,10 @@ static BackendStatus partial_optimize(const BackendInstance *self, const Backend
             continue;
         }
         k = calloc(1, sizeof *k);
-        if (k == NULL)
+        if (k == NULL) {
+            free(taken);
             return say(message, size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+        }
         k->base.struct_size = (uint32_t)sizeof k->base;
         k->base.execute = conv_activation_execute;
         k->base.destroy = conv_activation_destroy;
@@ -211,6 +213,7 @@ static BackendStatus partial_optimize(const BackendInstance *self, const Backend
         if (!taken[i])
             views->add_failed(views, g->layers[i]->id,
                               "MockPartial runs an Activation only right after its own convolution");
+    free(taken);
     return BACKEND_STATUS_OK;
 }
 

@@ -11,7 +11,8 @@
  * file. The parts, included below in this order: od_objects.h (allocation, messages, objects),
  * od_checks.h and od_checks13.h (layer checks), od_kernels.h (kernels of 1.1), od_kernels13.h and
  * od_spatial13.h (kernels of what Backend API 1.3 added), od_workloads.h (workloads, factory,
- * memory manager); the instance and the entry points are here. It is built against the header's
+ * memory manager), od_subgraph.h and od_blob.h (the sub-graph optimizer, its compiled programs,
+ * their profiling and serialized form); the instance and the entry points are here. It is built against the header's
  * Backend API version (1.3) and implements all of it.
  *
  *   OD_OWN_FAIL                 od_fail(): writes the message of a non-OK status
@@ -45,6 +46,19 @@
  *   OD_AFTER_CREATE_INSTANCE(i), OD_AFTER_CREATE_FACTORY(f), OD_AFTER_CREATE_MANAGER(m),
  *   OD_AFTER_CREATE_CONTEXT(c)  run after an instance, a workload factory, a memory manager or a
  *                               backend context is created (nothing)
+ *
+ * The sub-graph optimizer (od_subgraph.h, od_blob.h) has pieces of its own:
+ *   OD_OWN_SLOT_IS_OUTPUT       od_slot_is_output(): whether a tensor made in a sub-graph is one
+ *                               of its outputs
+ *   OD_OWN_BIND_INPUT           od_bind_input(): the data a boundary input gives a program
+ *   OD_OWN_OPERAND_INFO         od_operand_info(): the shape a step gives a broadcast operand
+ *   OD_OWN_READ_BLOB            od_read_blob(): takes bytes from a serialized program
+ *   OD_PROGRAM_STEP_COUNT       the type that counts a program's steps (uint32_t)
+ *   OD_PROGRAM_BINDINGS(p)      where a program keeps its tensors' addresses during an execute
+ *                               (its own table)
+ *   OD_EVENT_LAYERS(n)          how many of the n layers of a step its profiling event names (n)
+ *   OD_PROGRAM_STATE            extra members of OdProgram (none); OD_FREE_PROGRAM_STATE(p)
+ *                               frees them
  */
 #ifndef ONE_DEFECT_BASE_H
 #define ONE_DEFECT_BASE_H
@@ -107,6 +121,21 @@
 #ifndef OD_REDUCE_KEEPS_DIMS
 #define OD_REDUCE_KEEPS_DIMS(d) ((d)->keep_dims)
 #endif
+#ifndef OD_PROGRAM_STEP_COUNT
+#define OD_PROGRAM_STEP_COUNT uint32_t
+#endif
+#ifndef OD_PROGRAM_BINDINGS
+#define OD_PROGRAM_BINDINGS(p) ((p)->bound)
+#endif
+#ifndef OD_EVENT_LAYERS
+#define OD_EVENT_LAYERS(n) (n)
+#endif
+#ifndef OD_PROGRAM_STATE
+#define OD_PROGRAM_STATE
+#endif
+#ifndef OD_FREE_PROGRAM_STATE
+#define OD_FREE_PROGRAM_STATE(p) ((void)(p))
+#endif
 #ifndef OD_RANK_KNOWN
 #define OD_RANK_KNOWN(r) ((r) >= 1 && (r) <= BACKEND_MAX_LAYER_RANK)
 #endif
@@ -118,6 +147,7 @@
 #include "od_kernels13.h"
 #include "od_spatial13.h"
 #include "od_workloads.h"
+#include "od_subgraph.h"
 
 /* ---- instance ----------------------------------------------------------------------------- */
 
@@ -252,6 +282,9 @@ BACKEND_EXPORT void *BackendFactory(void)
     instance->base.create_workload_factory = od_create_workload_factory;
     instance->base.create_backend_context = od_create_backend_context;
     instance->base.use_custom_allocator = od_use_custom_allocator;
+    instance->base.optimize_subgraph = od_optimize_subgraph;
+    instance->base.create_profiling_context = od_create_profiling_context;
+    instance->base.load_compiled_subgraph = od_load_compiled_subgraph;
     OD_AFTER_CREATE_INSTANCE(instance);
     return &instance->base;
 }
