@@ -479,4 +479,6 @@ def test_a_worker_on_its_callers_cpu_moves_to_a_free_one(backend_dir):
                             capture_output=True, text=True, timeout=120, env=env)
     assert result.returncode == 0, result.stderr
     moved, tried = map(int, result.stdout.split())
-    assert tried >= 10 and moved == tried, result.stdout
+    # On a busy machine the second CPU is sometimes taken too, and staying is then right; a
+    # worker that never moves (the scheduler alone) moves in few rounds, if any
+    assert tried >= 10 and moved >= 0.8 * tried, result.stdout
