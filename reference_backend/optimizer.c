@@ -96,7 +96,8 @@ static uint32_t slot_of(Program *p, int64_t *slot_of_tensor, const BackendSubgra
 }
 
 /* Compiles the layers of group `mine` into one program and records the substitution. */
-static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *group, int32_t mine,
+static BackendStatus compile_group(const BackendSubgraph *g, const ReaderTable *readers,
+                                   const int32_t *group, int32_t mine,
                                    BackendOptimizationViews *views)
 {
     uint32_t n = g->num_layers, nt = g->num_tensors, num_ids = 0, num_in = 0, num_out = 0;
@@ -170,7 +171,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const int32_t *grou
             continue;
         if (type == BACKEND_LAYER_CONVOLUTION2D || type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D ||
             type == BACKEND_LAYER_FULLY_CONNECTED || type == BACKEND_LAYER_ACTIVATION) {
-            k = ref_fuse(g, i, taken, group, fin, &fout, &flast, &status);
+            k = ref_fuse(g, readers, i, taken, group, fin, &fout, &flast, &status);
             if (status != BACKEND_STATUS_OK)
                 goto out_of_memory;
         }
@@ -357,13 +358,16 @@ BackendStatus ref_optimize_subgraph(const BackendInstance *self, const BackendSu
                 group[i] = chunks[k] + count[k]++ / MAX_LAYERS;
             }
     }
+    ReaderTable readers;
+    status = ref_readers_init(&readers, g);
     for (int32_t k = 0; k < groups && status == BACKEND_STATUS_OK; k++) {
         int any = 0;
         for (uint32_t i = 0; i < n; i++)
             any |= group[i] == k;
         if (any)
-            status = compile_group(g, group, k, views);
+            status = compile_group(g, &readers, group, k, views);
     }
+    ref_readers_free(&readers);
     free(levels);
     free(group);
     free(chunks);

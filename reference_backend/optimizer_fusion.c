@@ -24,29 +24,42 @@ static int same_shape(const BackendTensorInfo *a, const BackendTensorInfo *b)
     return 1;
 }
 
-int ref_is_subgraph_output(const BackendSubgraph *g, uint32_t tensor)
+BackendStatus ref_readers_init(ReaderTable *r, const BackendSubgraph *g)
 {
+    const uint32_t nt = g->num_tensors ? g->num_tensors : 1;
+    r->count = calloc(nt, sizeof *r->count);
+    r->first = calloc(nt, sizeof *r->first);
+    r->is_output = calloc(nt, sizeof *r->is_output);
+    if (r->count == NULL || r->first == NULL || r->is_output == NULL)
+        return BACKEND_STATUS_OUT_OF_MEMORY;
     for (uint32_t o = 0; o < g->num_outputs; o++)
-        if (g->outputs[o] == tensor)
-            return 1;
-    return 0;
+        r->is_output[g->outputs[o]] = 1;
+    for (uint32_t i = 0; i < g->num_layers; i++)
+        for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++) {
+            const uint32_t t = g->layers[i]->input_tensors[j];
+            if (r->count[t] < 2)
+                r->first[t][r->count[t]] = i;
+            if (r->count[t] < 3)
+                r->count[t]++;
+        }
+    return BACKEND_STATUS_OK;
+}
+
+void ref_readers_free(ReaderTable *r)
+{
+    free(r->count);
+    free(r->first);
+    free(r->is_output);
+    r->count = NULL;
+    r->first = NULL;
+    r->is_output = NULL;
 }
 
 /* The only layer reading `tensor` (an index into g->layers), or -1 when none does, several do
    or the tensor is also read outside the sub-graph. */
-static int64_t only_reader(const BackendSubgraph *g, uint32_t tensor)
+static int64_t only_reader(const ReaderTable *r, uint32_t tensor)
 {
-    int64_t reader = -1;
-    if (ref_is_subgraph_output(g, tensor))
-        return -1;
-    for (uint32_t i = 0; i < g->num_layers; i++)
-        for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
-            if (g->layers[i]->input_tensors[j] == tensor) {
-                if (reader >= 0)
-                    return -1;
-                reader = i;
-            }
-    return reader;
+    return !r->is_output[tensor] && r->count[tensor] == 1 ? r->first[tensor][0] : -1;
 }
 
 /* Layer `i` may join the fused kernel of `head`: same program, not taken yet, of that type. */
@@ -65,22 +78,13 @@ static int is_constant(const BackendSubgraph *g, uint32_t tensor)
 /* The swish pattern on tensor t, in the program of layer `head`: exactly two layers read t,
    an Activation sigmoid (*sigmoid) and a Multiplication of t by that sigmoid (*product, of t's
    shape), and nothing else reads the sigmoid. */
-static int swish_pattern(const BackendSubgraph *g, uint32_t t, uint32_t head, const char *taken,
-                         const int32_t *group, int64_t *sigmoid, int64_t *product)
+static int swish_pattern(const BackendSubgraph *g, const ReaderTable *r, uint32_t t, uint32_t head,
+                         const char *taken, const int32_t *group, int64_t *sigmoid,
+                         int64_t *product)
 {
-    int64_t readers[2];
-    int n = 0;
-    if (ref_is_subgraph_output(g, t))
+    if (r->is_output[t] || r->count[t] != 2)
         return 0;
-    for (uint32_t i = 0; i < g->num_layers; i++)
-        for (uint32_t j = 0; j < g->layers[i]->description->num_inputs; j++)
-            if (g->layers[i]->input_tensors[j] == t) {
-                if (n == 2)
-                    return 0;
-                readers[n++] = i;
-            }
-    if (n != 2)
-        return 0;
+    const int64_t *readers = r->first[t];
     for (int s = 0; s < 2; s++) {
         const int64_t a = readers[s], m = readers[1 - s];
         if (!joins(g, a, head, taken, group, BACKEND_LAYER_ACTIVATION) ||
@@ -89,7 +93,7 @@ static int swish_pattern(const BackendSubgraph *g, uint32_t t, uint32_t head, co
         const BackendActivationDescriptor *act = g->layers[a]->description->descriptor;
         const BackendSubgraphLayer *mul = g->layers[m];
         const uint32_t sig = g->layers[a]->output_tensors[0];
-        if (act->function != BACKEND_ACTIVATION_SIGMOID || only_reader(g, sig) != m)
+        if (act->function != BACKEND_ACTIVATION_SIGMOID || only_reader(r, sig) != m)
             continue;
         if (!((mul->input_tensors[0] == t && mul->input_tensors[1] == sig) ||
               (mul->input_tensors[0] == sig && mul->input_tensors[1] == t)))
@@ -250,13 +254,14 @@ static void swish_epilogue(FusedKernel *k)
 }
 
 /* A swish pattern whose sigmoid is layer `head`, as one step: x * sigmoid(x). */
-static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, uint32_t head, const char *taken,
+static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, const ReaderTable *r, uint32_t head,
+                                     const char *taken,
                                      const int32_t *group, uint32_t *inputs, uint32_t *output,
                                      uint32_t *last, BackendStatus *status)
 {
     const BackendSubgraphLayer *layer = g->layers[head];
     int64_t sigmoid, product;
-    if (!swish_pattern(g, layer->input_tensors[0], head, taken, group, &sigmoid, &product) ||
+    if (!swish_pattern(g, r, layer->input_tensors[0], head, taken, group, &sigmoid, &product) ||
         sigmoid != head)
         return NULL;
     FusedKernel *k = new_kernel(layer->description, status);
@@ -272,8 +277,8 @@ static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, uint32_t head, co
     return k;
 }
 
-FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
-                      const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
+FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t head,
+                      const char *taken_in, const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
                       BackendStatus *status)
 {
     const BackendSubgraphLayer *layer = g->layers[head];
@@ -282,18 +287,18 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken
     int count = 1, residual_tensor = -1, swish = 0;
     int64_t bn = -1, sigmoid, product;
     uint32_t produced = layer->output_tensors[0];
-    int64_t next = only_reader(g, produced);
+    int64_t next = only_reader(r, produced);
     const BackendActivationDescriptor *activation = NULL;
     FusedKernel *k;
 
     if (d->layer_type == BACKEND_LAYER_ACTIVATION)
-        return fuse_swish_alone(g, head, taken_in, group, inputs, output, last, status);
+        return fuse_swish_alone(g, r, head, taken_in, group, inputs, output, last, status);
     if (joins(g, next, head, taken_in, group, BACKEND_LAYER_BATCH_NORMALIZATION) &&
         foldable(g, head, next)) {
         bn = next;
         members[count++] = next;
         produced = g->layers[next]->output_tensors[0];
-        next = only_reader(g, produced);
+        next = only_reader(r, produced);
     }
     if (joins(g, next, head, taken_in, group, BACKEND_LAYER_ADDITION)) {
         const BackendSubgraphLayer *add = g->layers[next];
@@ -305,14 +310,14 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken
             residual_tensor = (int)other;
             members[count++] = next;
             produced = add->output_tensors[0];
-            next = only_reader(g, produced);
+            next = only_reader(r, produced);
         }
     }
     if (joins(g, next, head, taken_in, group, BACKEND_LAYER_ACTIVATION)) {
         activation = g->layers[next]->description->descriptor;
         members[count++] = next;
         produced = g->layers[next]->output_tensors[0];
-    } else if (swish_pattern(g, produced, head, taken_in, group, &sigmoid, &product)) {
+    } else if (swish_pattern(g, r, produced, head, taken_in, group, &sigmoid, &product)) {
         swish = 1;
         members[count++] = sigmoid;
         members[count++] = product;

@@ -154,15 +154,24 @@ static inline int64_t elements(const BackendTensorInfo *info)
 
 /* ---- optimizer_fusion.c --------------------------------------------------------------------- */
 
-/* Whether the sub-graph's outputs include `tensor`. */
-int ref_is_subgraph_output(const BackendSubgraph *g, uint32_t tensor);
+/* Who reads each tensor of a sub-graph, found in one pass (the fusion rules ask for the readers
+   of a tensor at every candidate layer: a scan each time made compiling quadratic). */
+typedef struct ReaderTable {
+    uint8_t *count;           /* operand slots reading the tensor, saturating at 3 */
+    int64_t (*first)[2];      /* the layers of the first two of them */
+    uint8_t *is_output;       /* among the sub-graph's outputs */
+} ReaderTable;
+
+/* BACKEND_STATUS_OUT_OF_MEMORY or OK; ref_readers_free() either way. */
+BackendStatus ref_readers_init(ReaderTable *r, const BackendSubgraph *g);
+void ref_readers_free(ReaderTable *r);
 
 /* Tries to fuse layer `head` (in program group `group`) with the layers after it that are not
    `taken_in` yet; on success returns the fused kernel, its boundary inputs in `inputs` (at most
    MAX_FUSED_INPUTS), the tensor it writes in *output and the index of its last layer in *last (the caller marks
    its layers taken). NULL with *status OK: nothing to fuse. */
-FusedKernel *ref_fuse(const BackendSubgraph *g, uint32_t head, const char *taken_in,
-                      const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
+FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *readers, uint32_t head,
+                      const char *taken_in, const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
                       BackendStatus *status);
 
 /* ---- optimizer_execute.c -------------------------------------------------------------------- */
