@@ -29,8 +29,9 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
  * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
  * Returns -1 when this does not apply (then nothing was done).
  */
-static int conv_few_channels_padded(const float *x, const float *filt, const float *bias, float *y,
-                                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+static int conv_few_channels_padded(const float *x, const float *filt, const float *packed,
+                                    const float *bias, float *y, const rk_conv_params *p, int64_t o,
+                                    const rk_epilogue *epilogue)
 {
     if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
         return -1;
@@ -62,6 +63,7 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
     op.b = filt;
     op.rsb = 1;
     op.csb = op.k;
+    op.bpacked = packed;
     op.bias = bias;
     op.c = y;
     op.ldc = o;
@@ -74,7 +76,29 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
-    const int few = conv_few_channels_padded(x, filt, bias, y, p, o, epilogue);
+    return rk_conv2d_packed(x, filt, NULL, bias, y, p, o, epilogue);
+}
+
+float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n)
+{
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.b = b;
+    op.rsb = rsb;
+    op.csb = csb;
+    op.k = k;
+    op.n = n;
+    float *packed = (float *)alloc_aligned((size_t)rk_gemm_packed_b_floats(op.u, k, n) * sizeof(float));
+    if (packed != NULL)
+        rk_gemm_pack_b(&op, packed);
+    return packed;
+}
+
+int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
+                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+{
+    const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue);
     if (few >= 0)
         return few;
     gemm_op op;
@@ -106,6 +130,7 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
     op.b = filt;
     op.rsb = 1;
     op.csb = op.k;
+    op.bpacked = packed;
     op.bias = bias;
     op.c = y;
     op.ldc = o;
