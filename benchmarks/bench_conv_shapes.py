@@ -1,8 +1,10 @@
 """The convolutions real image networks spend their time in, on CpuRef, in GFLOP/s: the first
 layer of an RGB image (3 channels, 3x3 and 7x7, stride 2, padded: read through a zero-bordered
 copy), pointwise expansions and projections (to at most 32 channels the kernel reads the input
-rows directly), and ResNet's 3x3 layers; with the time NumPy's matrix product takes for the same
-multiply-adds (an im2col matrix made beforehand, not timed) as a yardstick.
+rows directly), ResNet's 3x3 layers and MobileNetV2's depthwise ones; with the time NumPy's matrix product takes for the same
+multiply-adds (an im2col matrix made beforehand, not timed) as a yardstick. "layer" runs the
+workload alone (its weights packed on every call), "compiled" the one-layer network that
+load_network compiles (its constant weights packed once, when compiled).
 
     REFERENCE_BACKEND_THREADS=1 python benchmarks/bench_conv_shapes.py [--rounds 15]
 """
@@ -27,6 +29,13 @@ SHAPES = [("RGB 3x3 s2 (MobileNet)", 224, 224, 3, 32, 3, 2, 1),
           ("3x3 64->64", 56, 56, 64, 64, 3, 1, 1),
           ("3x3 512->512", 7, 7, 512, 512, 3, 1, 1)]
 
+# MobileNetV2's depthwise layers (padding 1): (name, h, w, c, stride)
+DEPTHWISE = [("112x112x96 s2", 112, 112, 96, 2),
+             ("56x56x144 s1", 56, 56, 144, 1),
+             ("28x28x192 s1", 28, 28, 192, 1),
+             ("14x14x576 s1", 14, 14, 576, 1),
+             ("7x7x960 s1", 7, 7, 960, 1)]
+
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -35,7 +44,8 @@ def main(argv=None):
     rng = np.random.default_rng(0)
     with loader.Runtime() as runtime:
         backend = runtime.create_backend("CpuRef")
-        print(f"{'layer':<26} {'ours ms':>8} {'GFLOP/s':>8} {'NumPy ms':>9} {'GFLOP/s':>8}")
+        print(f"{'layer':<26} {'layer ms':>8} {'GFLOP/s':>8} {'compiled':>8} {'GFLOP/s':>8} "
+              f"{'NumPy ms':>9} {'GFLOP/s':>8}")
         for name, h, w, c, o, k, s, p in SHAPES:
             x = rng.standard_normal((1, h, w, c)).astype(np.float32)
             wt = rng.standard_normal((o, k, k, c)).astype(np.float32)
@@ -43,11 +53,31 @@ def main(argv=None):
             a = rng.standard_normal((oh * ow, k * k * c)).astype(np.float32)
             b = wt.reshape(o, -1).T.copy()
             d = {"stride": s, "padding": p}
-            times = interleaved({"ours": lambda: backend.execute("Convolution2d", [x, wt], d),
-                                 "numpy": lambda: a @ b}, repeats=args.rounds, warmup=2)
+            net = loader.Network()
+            y = net.add_layer("Convolution2d", [net.add_input("x", x.shape),
+                                                net.add_constant("w", wt)], d, name="conv")
+            net.add_output(y, "y")
+            with runtime.load_network(net, backends=["CpuRef"]) as compiled:
+                times = interleaved(
+                    {"ours": lambda: backend.execute("Convolution2d", [x, wt], d),
+                     "compiled": lambda: compiled.execute({"x": x}),
+                     "numpy": lambda: a @ b}, repeats=args.rounds, warmup=2)
             flop = 2.0 * oh * ow * o * k * k * c
             print(f"{name:<26} {times['ours'] * 1e3:>8.3f} {flop / times['ours'] / 1e9:>8.1f} "
+                  f"{times['compiled'] * 1e3:>8.3f} {flop / times['compiled'] / 1e9:>8.1f} "
                   f"{times['numpy'] * 1e3:>9.3f} {flop / times['numpy'] / 1e9:>8.1f}", flush=True)
+        print(f"\n{'depthwise 3x3':<26} {'layer ms':>8} {'GFLOP/s':>8} {'GB/s':>8}")
+        for name, h, w, c, s in DEPTHWISE:
+            x = rng.standard_normal((1, h, w, c)).astype(np.float32)
+            wt = rng.standard_normal((1, 3, 3, c)).astype(np.float32)
+            d = {"stride": s, "padding": 1}
+            times = interleaved({"ours": lambda: backend.execute("DepthwiseConvolution2d",
+                                                                 [x, wt], d)},
+                                repeats=args.rounds, warmup=2)
+            oh, ow = (h - 1) // s + 1, (w - 1) // s + 1
+            flop, moved = 2.0 * oh * ow * c * 9, 4.0 * (h * w + oh * ow) * c
+            print(f"{name:<26} {times['ours'] * 1e3:>8.3f} {flop / times['ours'] / 1e9:>8.1f} "
+                  f"{moved / times['ours'] / 1e9:>8.1f}", flush=True)
     return 0
 
 

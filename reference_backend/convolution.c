@@ -29,8 +29,9 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
  * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
  * Returns -1 when this does not apply (then nothing was done).
  */
-static int conv_few_channels_padded(const float *x, const float *filt, const float *bias, float *y,
-                                    const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+static int conv_few_channels_padded(const float *x, const float *filt, const float *packed,
+                                    const float *bias, float *y, const rk_conv_params *p, int64_t o,
+                                    const rk_epilogue *epilogue)
 {
     if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
         return -1;
@@ -62,6 +63,7 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
     op.b = filt;
     op.rsb = 1;
     op.csb = op.k;
+    op.bpacked = packed;
     op.bias = bias;
     op.c = y;
     op.ldc = o;
@@ -74,7 +76,29 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
-    const int few = conv_few_channels_padded(x, filt, bias, y, p, o, epilogue);
+    return rk_conv2d_packed(x, filt, NULL, bias, y, p, o, epilogue);
+}
+
+float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n)
+{
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.b = b;
+    op.rsb = rsb;
+    op.csb = csb;
+    op.k = k;
+    op.n = n;
+    float *packed = (float *)alloc_aligned((size_t)rk_gemm_packed_b_floats(op.u, k, n) * sizeof(float));
+    if (packed != NULL)
+        rk_gemm_pack_b(&op, packed);
+    return packed;
+}
+
+int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
+                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+{
+    const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue);
     if (few >= 0)
         return few;
     gemm_op op;
@@ -106,6 +130,7 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
     op.b = filt;
     op.rsb = 1;
     op.csb = op.k;
+    op.bpacked = packed;
     op.bias = bias;
     op.c = y;
     op.ldc = o;
@@ -192,6 +217,86 @@ static void dw_row_avx512(const dw_task *t, int64_t row)
 }
 #endif
 
+#if defined(RK_X86_AVX512)
+/*
+ * One output row of a 3x3 depthwise convolution (multiplier 1, dilation 1, stride S of 1 or 2),
+ * 16 channels at a time: the nine filter vectors stay in registers for the whole row, and
+ * four neighbouring output pixels are computed together from the input columns they share
+ * (for stride 1, six loads feed twelve multiply-adds where dw_row_avx512 loads an input and a
+ * filter vector for each). Pixels whose window crosses the left or right border take the
+ * per-pixel path. Sums start from the bias and run over the taps in dw_row_avx512's order.
+ */
+static inline __attribute__((always_inline, target("avx512f"))) void
+dw3x3_row_impl(const dw_task *t, int64_t row, const int S)
+{
+    enum { OB = 4 };
+    const rk_conv_params *p = t->p;
+    const int64_t C = p->c;
+    const int64_t bi = row / p->oh, oy = row - bi * p->oh;
+    const int64_t iy0 = oy * S - p->pad_top;
+    const float *img = t->x + bi * p->h * p->w * C;
+    float *outrow = t->y + row * p->ow * C;
+    int64_t ky0, ky1;
+    tap_range(iy0, 1, p->h, 3, &ky0, &ky1);
+    /* output pixels [ox_lo, ox_hi) have all three columns inside the input */
+    int64_t ox_lo = ceil_div(p->pad_left, S), ox_hi = p->ow;
+    while (ox_hi > ox_lo && (ox_hi - 1) * S - p->pad_left + 2 >= p->w)
+        ox_hi--;
+    if (ox_hi < ox_lo)
+        ox_hi = ox_lo = p->ow;
+    for (int64_t ch = 0; ch < C; ch += 16) {
+        const int64_t n = C - ch;
+        const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
+        const __m512 bias = t->bias ? _mm512_maskz_loadu_ps(m, t->bias + ch) : _mm512_setzero_ps();
+        __m512 f[9];
+        for (int i = 0; i < 9; i++)
+            f[i] = _mm512_maskz_loadu_ps(m, t->filt + i * C + ch);
+        int64_t ox = 0;
+        while (ox < p->ow) {
+            const int64_t ix0 = ox * S - p->pad_left;
+            if (ox >= ox_lo && ox + OB <= ox_hi) {
+                __m512 acc[OB];
+                for (int j = 0; j < OB; j++)
+                    acc[j] = bias;
+                for (int64_t ky = ky0; ky < ky1; ky++) {
+                    const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
+                    __m512 col[(OB - 1) * 2 + 3];
+                    for (int c = 0; c < (OB - 1) * S + 3; c++)
+                        col[c] = _mm512_maskz_loadu_ps(m, in + c * C);
+                    for (int kx = 0; kx < 3; kx++)
+                        for (int j = 0; j < OB; j++)
+                            acc[j] = _mm512_fmadd_ps(col[j * S + kx], f[ky * 3 + kx], acc[j]);
+                }
+                for (int j = 0; j < OB; j++)
+                    _mm512_mask_storeu_ps(outrow + (ox + j) * C + ch, m, acc[j]);
+                ox += OB;
+                continue;
+            }
+            int64_t kx0, kx1;
+            tap_range(ix0, 1, p->w, 3, &kx0, &kx1);
+            __m512 acc = bias;
+            for (int64_t ky = ky0; ky < ky1; ky++) {
+                const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
+                for (int64_t kx = kx0; kx < kx1; kx++)
+                    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + kx * C), f[ky * 3 + kx], acc);
+            }
+            _mm512_mask_storeu_ps(outrow + ox * C + ch, m, acc);
+            ox++;
+        }
+    }
+}
+
+__attribute__((target("avx512f"))) static void dw3x3_s1_row_avx512(const dw_task *t, int64_t row)
+{
+    dw3x3_row_impl(t, row, 1);
+}
+
+__attribute__((target("avx512f"))) static void dw3x3_s2_row_avx512(const dw_task *t, int64_t row)
+{
+    dw3x3_row_impl(t, row, 2);
+}
+#endif
+
 static void *dw_task_run(void *arg)
 {
     const dw_task *t = (const dw_task *)arg;
@@ -199,8 +304,15 @@ static void *dw_task_run(void *arg)
     const int64_t C = p->c, mult = t->mult, OC = C * mult;
 #if defined(RK_X86_AVX512)
     if (mult == 1 && rk_use_avx512()) {
+        const int three = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 &&
+                          p->stride_h == p->stride_w && (p->stride_h == 1 || p->stride_h == 2);
         for (int64_t row = t->row0; row < t->row1; row++) {
-            dw_row_avx512(t, row);
+            if (three && p->stride_h == 1)
+                dw3x3_s1_row_avx512(t, row);
+            else if (three)
+                dw3x3_s2_row_avx512(t, row);
+            else
+                dw_row_avx512(t, row);
             if (t->epilogue != NULL)
                 rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC, OC, row * p->ow, 0, p->ow, OC);
         }

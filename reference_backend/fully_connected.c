@@ -106,6 +106,18 @@ int rk_fully_connected_fused(const float *x, const float *w, const float *bias, 
                              int64_t n, int64_t k, int64_t m, int transpose_weights,
                              const rk_epilogue *epilogue)
 {
+    return rk_fully_connected_packed(x, w, NULL, bias, y, n, k, m, transpose_weights, epilogue);
+}
+
+int rk_fully_connected_uses_packed(int64_t n)
+{
+    return n > RK_FC_STREAM_ROWS;
+}
+
+int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
+                              const float *bias, float *y, int64_t n, int64_t k, int64_t m,
+                              int transpose_weights, const rk_epilogue *epilogue)
+{
     if (n <= 0 || m <= 0)
         return 0;
     /* Streaming beats GEMM + packing up to ~4 rows (measured for k, m from
@@ -127,6 +139,7 @@ int rk_fully_connected_fused(const float *x, const float *w, const float *bias, 
         op.rsb = m;
         op.csb = 1;
     }
+    op.bpacked = packed;
     op.bias = bias;
     op.c = y;
     op.ldc = m;

@@ -220,6 +220,8 @@ typedef struct gemm_worker {
 static int64_t slab_pack_items(const gemm_shared *sh, int64_t slab_w)
 {
     const int nr = sh->op->u->nr;
+    if (sh->op->bpacked != NULL)
+        return 0;
     return ceil_div(sh->op->k, sh->kc) * ceil_div(ceil_div(slab_w, nr), RK_PACK_GROUP);
 }
 
@@ -485,10 +487,10 @@ int rk_gemm_run(const gemm_op *op)
     sh.op = op;
     sh.kc = balanced_block(K, u->kc, 4);
 
-    /* Slab width: all of N when the packed copy fits the budget, else as many
-       columns as fit, but never so few that A gets re-packed too often. */
+    /* Slab width: all of N when the packed copy fits the budget (or was packed before the
+       call), else as many columns as fit, but never so few that A gets re-packed too often. */
     int64_t slab_w = ceil_div(N, nr) * nr;
-    if (slab_w * K * (int64_t)sizeof(float) > RK_SLAB_BYTES) {
+    if (op->bpacked == NULL && slab_w * K * (int64_t)sizeof(float) > RK_SLAB_BYTES) {
         slab_w = RK_SLAB_BYTES / ((int64_t)sizeof(float) * K) / nr * nr;
         slab_w = max_i64(slab_w, ceil_div(RK_MIN_SLAB_COLS, nr) * nr);
         slab_w = balanced_block(N, slab_w, nr);
@@ -528,12 +530,12 @@ int rk_gemm_run(const gemm_op *op)
     /* the tallest row block (max_p panels at most), times kc; a multiple of 16 floats keeps
        each buffer 64-byte aligned, and the row block starts follow the A buffers */
     sh.a_stride = (size_t)(ceil_div(min_i64(max_p, row_panels) * mr * sh.kc, 16) * 16);
-    size_t b_elems = (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
+    size_t b_elems = op->bpacked != NULL ? 0 : (size_t)(ceil_div(sh.slab_wp * K, 16) * 16);
     size_t f_elems = b_elems + sh.a_stride * (size_t)nt;
     float *scratch = (float *)alloc_aligned(f_elems * sizeof(float) + (size_t)(sh.nrow + 1) * sizeof(int64_t));
     if (!scratch)
         return 1;
-    sh.bp = scratch;
+    sh.bp = op->bpacked != NULL ? (float *)op->bpacked : scratch;
     sh.ap = scratch + b_elems;
     int64_t *row_start = (int64_t *)(void *)(scratch + f_elems);
     row_blocks(row_panels, max_p, nt_blocks, row_start);
@@ -567,4 +569,19 @@ int rk_gemm_run(const gemm_op *op)
     }
     free(scratch);
     return 0;
+}
+
+/* The K blocks and the slab of rk_gemm_run when all of N is one slab: block pc at
+   pc * ceil(n / nr) * nr floats, its micro-panels nr * kc floats apart. */
+int64_t rk_gemm_packed_b_floats(const ukr_desc *u, int64_t k, int64_t n)
+{
+    return ceil_div(n, u->nr) * u->nr * k;
+}
+
+void rk_gemm_pack_b(const gemm_op *op, float *dst)
+{
+    const int64_t kc = balanced_block(op->k, op->u->kc, 4);
+    const int64_t width = ceil_div(op->n, op->u->nr) * op->u->nr;
+    for (int64_t pc = 0; pc < op->k; pc += kc)
+        pack_b(op, 0, op->n, pc, min_i64(kc, op->k - pc), dst + pc * width);
 }

@@ -180,6 +180,23 @@ int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float 
 int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                               const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue);
 
+/* The weights of rk_conv2d_fused (groups 1) and rk_fully_connected_fused packed once, as their
+   GEMM reads them: B [k, n] with B[i][j] = b[i * rsb + j * csb] (a filter [o, K]: rsb 1,
+   csb K; FullyConnected's w [m, k] transposed: rsb 1, csb k; w [k, m]: rsb m, csb 1). Returns
+   memory for free(), NULL when out of memory. The layout follows the kernel chosen for this
+   CPU when the library was loaded: never write it to bytes, pack again in each process. */
+float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n);
+/* Whether rk_fully_connected_packed of n rows reads its packed weights (few rows stream w). */
+int rk_fully_connected_uses_packed(int64_t n);
+
+/* rk_conv2d_fused and rk_fully_connected_fused with the weights as rk_pack_weights packed
+   them (packed may be NULL: then they are packed during the call, as without _packed). */
+int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
+                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
+int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
+                              const float *bias, float *y, int64_t n, int64_t k, int64_t m,
+                              int transpose_weights, const rk_epilogue *epilogue);
+
 /* Grouped convolution (Backend API 1.3): filt [o, kh, kw, c / groups]; output channel j reads the
    input channels of group j / (o / groups) only; groups divides c and o. groups == 1 is
    rk_conv2d_fused, groups == c runs the depthwise kernel. */

@@ -491,6 +491,9 @@ typedef struct gemm_op {
     int64_t ldc;
     int64_t m, n, k;
     const rk_epilogue *epilogue; /* or NULL */
+    /* B already packed by rk_gemm_pack_b for this u, k and n (then b, rsb and csb are not
+       read), or NULL: packed during the call, slab by slab */
+    const float *bpacked;
 } gemm_op;
 
 /* The micro-kernel for this CPU (chosen when the library is loaded). */
@@ -501,5 +504,10 @@ int rk_use_avx512(void);
 
 /* C = A * B + bias (then the epilogue) as described by op; 1 if scratch allocation failed. */
 int rk_gemm_run(const gemm_op *op);
+
+/* All of op's B (u, b, rsb, csb, k, n) packed into one slab, the layout rk_gemm_run reads
+   through op->bpacked: rk_gemm_packed_b_floats(op->u, k, n) floats. */
+int64_t rk_gemm_packed_b_floats(const ukr_desc *u, int64_t k, int64_t n);
+void rk_gemm_pack_b(const gemm_op *op, float *dst);
 
 #endif /* RK_INTERNAL_H */

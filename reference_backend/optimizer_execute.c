@@ -58,14 +58,18 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
     int64_t start = profiling != NULL ? ref_now_ns() : 0;
     switch (k->layer_type) {
     case BACKEND_LAYER_FULLY_CONNECTED:
-        failed = rk_fully_connected_fused(operand[OPERAND_X], operand[OPERAND_W],
-                                          k->has_bias ? operand[OPERAND_BIAS] : NULL, y, k->n,
-                                          k->k, k->m, k->transpose_weights, &epilogue);
+        failed = rk_fully_connected_packed(operand[OPERAND_X], operand[OPERAND_W], k->packed,
+                                           k->has_bias ? operand[OPERAND_BIAS] : NULL, y, k->n,
+                                           k->k, k->m, k->transpose_weights, &epilogue);
         break;
     case BACKEND_LAYER_CONVOLUTION2D:
-        failed = rk_grouped_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
-                                         k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
-                                         k->channels_out, k->groups, &epilogue);
+        failed = k->groups == 1
+                     ? rk_conv2d_packed(operand[OPERAND_X], operand[OPERAND_W], k->packed,
+                                        k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
+                                        k->channels_out, &epilogue)
+                     : rk_grouped_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
+                                               k->has_bias ? operand[OPERAND_BIAS] : NULL, y,
+                                               &k->window, k->channels_out, k->groups, &epilogue);
         break;
     case BACKEND_LAYER_ACTIVATION:
         failed = rk_activation(operand[OPERAND_X], y, k->n, epilogue.function, epilogue.a, epilogue.b);
@@ -80,7 +84,8 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
                         "out of memory for the fused kernel's scratch space");
     if (profiling != NULL)
-        ref_record_event(profiling, k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
+        ref_record_event(profiling, k->num_layer_ids == 1 ? ref_layer_name(k->layer_type)
+                         : k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
                          : k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "fused Convolution2d"
                          : k->layer_type == BACKEND_LAYER_ACTIVATION ? "fused swish"
                          : "fused DepthwiseConvolution2d",
@@ -90,6 +95,7 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
 
 static void fused_destroy(BackendCompiledSubgraph *self)
 {
+    free(((FusedKernel *)self)->packed);
     free(((FusedKernel *)self)->owned);
     free(self);
 }
@@ -108,6 +114,24 @@ void ref_fused_init(FusedKernel *k)
     k->base.destroy = fused_destroy;
     k->base.set_profiling_context = fused_set_profiling_context;
     k->base.serialize = ref_fused_serialize;
+}
+
+BackendStatus ref_fused_pack(FusedKernel *k)
+{
+    const Operand *w = &k->operands[OPERAND_W];
+    if (k->packed != NULL || w->input >= 0 || w->constant == NULL)
+        return BACKEND_STATUS_OK;
+    if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1) {
+        const int64_t depth = k->window.kh * k->window.kw * k->window.c;
+        k->packed = rk_pack_weights(w->constant, 1, depth, depth, k->channels_out);
+    } else if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
+               rk_fully_connected_uses_packed(k->n)) {
+        k->packed = k->transpose_weights ? rk_pack_weights(w->constant, 1, k->k, k->k, k->m)
+                                         : rk_pack_weights(w->constant, k->m, 1, k->k, k->m);
+    } else {
+        return BACKEND_STATUS_OK;
+    }
+    return k->packed != NULL ? BACKEND_STATUS_OK : BACKEND_STATUS_OUT_OF_MEMORY;
 }
 
 void ref_program_destroy(BackendCompiledSubgraph *self)

@@ -54,6 +54,7 @@ BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, u
     memset(&copy.base, 0, sizeof copy.base);
     copy.profiling = NULL;
     copy.owned = NULL;
+    copy.packed = NULL;
     copy.epilogue.residual = NULL;
     for (int i = 0; i < OPERAND_COUNT; i++)
         copy.operands[i].constant = NULL;
@@ -185,6 +186,7 @@ static BackendStatus load_fused(const void *data, uint64_t size, BackendCompiled
     memcpy(k, in + sizeof header, sizeof *k);
     k->profiling = NULL;
     k->owned = NULL;
+    k->packed = NULL;
     problem = check_kernel(k);
     rest = size - sizeof header - sizeof *k;
     for (int i = 0; problem == NULL && i < OPERAND_COUNT; i++)
@@ -212,6 +214,11 @@ static BackendStatus load_fused(const void *data, uint64_t size, BackendCompiled
     }
     k->epilogue.residual = NULL;
     ref_fused_init(k);
+    /* the packed weights follow this process's kernel: made again from the loaded constants */
+    if (ref_fused_pack(k) != BACKEND_STATUS_OK) {
+        k->base.destroy(&k->base);
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    }
     *compiled = &k->base;
     return BACKEND_STATUS_OK;
 }

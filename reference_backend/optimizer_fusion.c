@@ -230,6 +230,12 @@ static BackendStatus fold(FusedKernel *k, const BackendSubgraph *g, uint32_t hea
     return BACKEND_STATUS_OK;
 }
 
+static int64_t conv_groups(const BackendLayerDescription *d)
+{
+    const BackendConvolution2dDescriptor *c = d->descriptor;
+    return BACKEND_STRUCT_HAS(BackendConvolution2dDescriptor, c, groups) ? c->groups : 1;
+}
+
 static FusedKernel *new_kernel(const BackendLayerDescription *d, BackendStatus *status)
 {
     FusedKernel *k = calloc(1, sizeof *k);
@@ -323,7 +329,12 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         members[count++] = product;
         produced = g->layers[product]->output_tensors[0];
     }
-    if (count == 1)
+    /* alone, a layer becomes a fused kernel only for what it keeps between executions: its
+       constant weights packed once for the GEMM */
+    if (count == 1 && !(is_constant(g, layer->input_tensors[1]) &&
+                        ((d->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
+                          rk_fully_connected_uses_packed(d->inputs[0].dimensions[0])) ||
+                         (d->layer_type == BACKEND_LAYER_CONVOLUTION2D && conv_groups(d) == 1))))
         return NULL;
 
     k = new_kernel(d, status);
@@ -344,8 +355,9 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         k->has_residual = 1;
         bind_operand(k, OPERAND_RESIDUAL, g, (uint32_t)residual_tensor, inputs);
     }
-    if (bn >= 0 && (*status = fold(k, g, head, bn)) != BACKEND_STATUS_OK) {
-        free(k);
+    if ((bn >= 0 && (*status = fold(k, g, head, bn)) != BACKEND_STATUS_OK) ||
+        (*status = ref_fused_pack(k)) != BACKEND_STATUS_OK) {
+        k->base.destroy(&k->base);
         return NULL;
     }
     for (int m = 0; m < count; m++)

@@ -81,6 +81,8 @@ typedef struct FusedKernel {
     RefProfiling *profiling;            /* borrowed, NULL when not profiled */
     void *owned;                        /* constants it holds itself (folded weights and bias,
                                            or read from serialized bytes), or NULL */
+    float *packed;                      /* constant weights as the GEMM reads them, owned, packed
+                                           when compiled or loaded (never serialized), or NULL */
 } FusedKernel;
 
 /* ---- the program: every layer of one group, run in one call ----------------------------------
@@ -178,6 +180,11 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *readers, uint
 
 /* Sets the header and the methods of a fused kernel. */
 void ref_fused_init(FusedKernel *k);
+
+/* Packs the constant weights of a Convolution2d (one group) or FullyConnected fused kernel
+   once, for every execution (k->packed); OUT_OF_MEMORY or OK (also when there is nothing to
+   pack). */
+BackendStatus ref_fused_pack(FusedKernel *k);
 
 /* Allocates a program's per-call buffers and arena (arena_bytes, planned) and sets its header
    and methods. */
