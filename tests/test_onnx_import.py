@@ -332,10 +332,11 @@ def test_every_transpose_then_reshape_reads_the_data_in_the_models_order(perm):
     np.testing.assert_array_equal(got, np.transpose(x, perm).reshape(target))
 
 
-def _conv_then(tail_nodes, tail_inits, head=()):
+def _conv_then(tail_nodes, tail_inits, head=(), rng=None):
     """x -> [head nodes] -> Conv (output c) -> tail nodes -> y."""
-    inits = [numpy_helper.from_array(rand(6, 3, 3, 3), "w"),
-             numpy_helper.from_array(rand(6), "b")] + list(tail_inits)
+    draw = rand if rng is None else (lambda *shape: rng.standard_normal(shape).astype(np.float32))
+    inits = [numpy_helper.from_array(draw(6, 3, 3, 3), "w"),
+             numpy_helper.from_array(draw(6), "b")] + list(tail_inits)
     conv_input = head[-1].output[0] if head else "x"
     nodes = list(head) + [helper.make_node("Conv", [conv_input, "w", "b"], ["c"], name="conv",
                                            pads=[1, 0, 1, 2])] + list(tail_nodes)
@@ -372,8 +373,12 @@ AFFINE_TAILS = {
 @pytest.mark.parametrize("case", AFFINE_TAILS, ids=list(AFFINE_TAILS))
 def test_per_channel_affine_layers_after_a_convolution_fold_into_it(case):
     nodes, inits, folds = AFFINE_TAILS[case]
-    proto = _conv_then(nodes, inits)
-    x = rand(2, 3, 7, 6)
+    # values of their own, whatever ran before: dividing by the convolution's output magnifies
+    # the float32 reference's rounding where that output is near 0, and some draws put an
+    # element close enough to 0 for that to exceed the tolerance (these do not)
+    rng = np.random.default_rng(11)
+    proto = _conv_then(nodes, inits, rng=rng)
+    x = rng.standard_normal((2, 3, 7, 6)).astype(np.float32)
     [want] = onnx_reference(proto, {"x": x})
     net = loader.onnx.load_model(proto)
     layers = [layer.type for layer in net.layers]
