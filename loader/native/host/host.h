@@ -76,6 +76,7 @@ typedef struct dbk_channel {
     size_t consumed;              /* bytes of the frame last returned */
     int fds[DBK_CHANNEL_MAX_FDS];
     int num_fds;
+    int64_t last_wait_ns;         /* how long the last frame was waited for (see protocol.h) */
 } dbk_channel;
 
 /* The next frame: 1 (its header and payload valid until the next call), 0 at end of file, -1

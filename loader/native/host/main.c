@@ -317,7 +317,7 @@ static void serve(dbk_channel *channel)
 int main(int argc, char **argv)
 {
     options o;
-    dbk_channel channel = {DBK_HOST_CHANNEL_FD, NULL, 0, 0, 0, {0}, 0};
+    dbk_channel channel = {DBK_HOST_CHANNEL_FD, NULL, 0, 0, 0, {0}, 0, 0};
     dbk_reply ready;
     char text[DBK_HOST_MESSAGE_BYTES];
     const char *refusal;

@@ -61,6 +61,12 @@
 #define DBK_HOST_MAX_EVENT_NAME 256
 #define DBK_HOST_MAX_EVENT_IDS (1u << 16)
 
+/* How long either side polls the channel for the other's next frame before it sleeps in the
+   kernel, when the last wait was shorter than this: waking a sleeping process costs 10-30 us
+   on an idle virtual machine, more than a small request's whole work. A side whose last wait
+   was longer sleeps at once, so a slow call or an idle runtime costs no CPU. */
+#define DBK_HOST_SPIN_NS 60000
+
 typedef struct dbk_frame {
     uint32_t size;                  /* bytes of the frame, this header included */
     uint32_t op;                    /* DBK_OP_*: the request, or the request a reply answers */

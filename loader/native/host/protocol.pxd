@@ -11,6 +11,7 @@ cdef extern from "protocol.h" nogil:
         DBK_HOST_NOTE_BYTES
         DBK_HOST_MAX_FRAME
         DBK_HOST_MESSAGE_BYTES
+        DBK_HOST_SPIN_NS
 
     ctypedef struct dbk_frame:
         uint32_t size

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "host.h"
@@ -119,6 +120,30 @@ void dbk_reply_problem(dbk_reply *reply, uint32_t outcome, const char *text)
 
 /* ---- the channel ------------------------------------------------------------------------- */
 
+static int64_t now_ns(void)
+{
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* Before the blocking read of a request: polls the channel for up to DBK_HOST_SPIN_NS when the
+   last request was waited for less than that (protocol.h); 1 when something arrived. */
+static int arrived_soon(dbk_channel *c)
+{
+    unsigned char peek;
+    int64_t start = now_ns(), now = start;
+    if (c->last_wait_ns > DBK_HOST_SPIN_NS)
+        return 0;
+    do {
+        ssize_t got = recv(c->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (got != 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR)))
+            return 1;           /* data, end of file or an error: recvmsg says which */
+        now = now_ns();
+    } while (now - start <= DBK_HOST_SPIN_NS);
+    return 0;
+}
+
 static int fill(dbk_channel *c, size_t wanted)
 {
     struct msghdr message;
@@ -129,6 +154,9 @@ static int fill(dbk_channel *c, size_t wanted)
     } control;
     struct cmsghdr *cmsg;
     ssize_t got;
+    int64_t waiting = c->used == 0 ? now_ns() : -1;  /* between frames: how long the wait */
+    if (c->used == 0)
+        arrived_soon(c);
     while (c->used < wanted) {
         memset(&message, 0, sizeof message);
         vector.iov_base = c->buffer + c->used;
@@ -157,6 +185,10 @@ static int fill(dbk_channel *c, size_t wanted)
             }
         }
         c->used += (size_t)got;
+        if (waiting >= 0) {
+            c->last_wait_ns = now_ns() - waiting;
+            waiting = -1;
+        }
     }
     return 1;
 }
