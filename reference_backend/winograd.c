@@ -8,7 +8,7 @@
  * packed once (rk_winograd_pack). m = 4 needs 36 products of 4 x 4 tiles where the GEMM does
  * 9 x 16 multiply-adds: 4x fewer; m = 2, 16 for 9 x 4: 2.25x fewer, with smaller transforms.
  *
- * Work is split into items of a block of tiles x a chunk of output channels: an item
+ * Work is split into items of a micro-panel of tiles x a chunk of output channels: an item
  * transforms its tiles' input (into a per-thread buffer, kept while the thread's next item
  * has the same tiles), runs the a * a products for its channels and transforms back, adding
  * the bias and the fused epilogue while the output is in cache.
@@ -17,11 +17,9 @@
 
 #include <stdatomic.h>
 
-/* Per-thread bound on the transformed input (a * a * tile block * channels) and on the products
-   (at least one micro-panel of tiles and one of output channels): about the L2 cache. Each
-   transform position's part is written once and read once, while the filter's is read once
-   per block: larger blocks cost fewer passes over the filter. */
-#define RK_WINO_BUFFER_BYTES ((int64_t)2 << 20)
+/* Per-thread bound on the products (a * a * micro-panel of tiles * output channels, at least one
+   micro-panel of channels): about the L2 cache. */
+#define RK_WINO_BUFFER_BYTES ((int64_t)1 << 20)
 #define RK_WINO_LANES 16
 
 /*
@@ -455,8 +453,9 @@ static void *wino_worker(void *arg)
 /*
  * y = conv(x, filt) + bias, then the epilogue, for a convolution rk_winograd_tile(p, o) gives
  * m for, with the filter transformed by rk_winograd_pack(filt, p, o, m) (NULL: transformed
- * during the call). Scratch: per thread about RK_WINO_BUFFER_BYTES, at least a micro-panel of
- * tiles' transformed input and products. Returns 1 when an allocation fails.
+ * during the call). Scratch per thread: one micro-panel of tiles' transformed input (a * a *
+ * mr * c floats) and products (at most RK_WINO_BUFFER_BYTES, or one micro-panel of output
+ * channels). Returns 1 when an allocation fails.
  */
 int rk_winograd_conv(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, int m,
@@ -493,17 +492,15 @@ int rk_winograd_conv(const float *x, const float *filt, const float *packed, con
     const double flops = 2.0 * (double)a2 * (double)sh.tiles * (double)p->c * (double)o;
     int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
-    /* Items: with enough micro-panels of tiles, blocks of few panels, so that every thread
-       gets several items (the filter's products stream through the cache once per block; a
-       block of one panel still keeps the micro-kernel fed); with few, one block as large as
-       the buffer holds, its output channels split in chunks among the threads (each thread
-       transforms the block's input for itself, which costs little next to the products). */
-    const int64_t target = nt > 1 ? 4 * (int64_t)nt : 1;
-    const int64_t fit = max_i64(1, RK_WINO_BUFFER_BYTES / (4 * a2 * sh.cs * mr));
-    const int64_t bp = panels >= target ? min_i64(fit, panels / target) : min_i64(fit, panels);
-    sh.tb = bp * mr;
-    const int64_t blocks = ceil_div(sh.tiles, sh.tb);
-    int64_t ncols = blocks < target ? ceil_div(target, blocks) : 1;
+    /* Items: one micro-panel of tiles each (measured faster than larger blocks with one
+       thread and two: the block's transformed input and products stay in the L1 and L2
+       caches, while the filter's transformed values, read again for every block, are read
+       in order); where the tiles are fewer than the threads' share, the output channels are
+       split in chunks as well (each thread then transforms the input for itself), and where
+       the products would overflow the buffer. */
+    sh.tb = mr;
+    const int64_t blocks = panels;
+    int64_t ncols = blocks < nt ? ceil_div(nt, blocks) : 1;
     const int64_t cw_fit = max_i64(1, RK_WINO_BUFFER_BYTES / (4 * a2 * sh.tb * q));
     ncols = max_i64(ncols, ceil_div(sh.os / q, cw_fit));
     ncols = min_i64(ncols, sh.os / q);
