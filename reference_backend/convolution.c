@@ -107,9 +107,11 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
-    const int tile = rk_winograd_tile(p, o);
+    /* the Winograd convolution only with its filter transformed beforehand (a transform
+       on every call would cost more than it saves for one call) */
+    const int tile = packed != NULL ? rk_winograd_tile(p, o) : 0;
     if (tile != 0)
-        return rk_winograd_conv(x, filt, packed, bias, y, p, o, tile, epilogue);
+        return rk_winograd_conv(x, packed, bias, y, p, o, tile, epilogue);
     const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue);
     if (few >= 0)
         return few;

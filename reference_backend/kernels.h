@@ -196,7 +196,8 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
 
 /* rk_conv2d_fused and rk_fully_connected_fused with the weights packed once (a convolution's by
    rk_pack_conv_weights for the same parameters, fully connected's by rk_pack_weights); packed
-   may be NULL: then they are packed during the call, as without _packed. */
+   may be NULL: then they are packed during the call, as without _packed (a 3 x 3 convolution
+   then always takes the GEMM). */
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,

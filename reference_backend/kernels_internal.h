@@ -521,10 +521,9 @@ int rk_winograd_tile(const rk_conv_params *p, int64_t o);
 /* The filter [o, 3, 3, c] transformed for tile m and packed for the GEMM's kernel (free());
    NULL when out of memory or the size overflows. */
 float *rk_winograd_pack(const float *filt, const rk_conv_params *p, int64_t o, int m);
-/* rk_conv2d_packed for a convolution rk_winograd_tile gave m for, packed by rk_winograd_pack
-   (or NULL: transformed during the call). */
-int rk_winograd_conv(const float *x, const float *filt, const float *packed, const float *bias,
-                     float *y, const rk_conv_params *p, int64_t o, int m,
-                     const rk_epilogue *epilogue);
+/* rk_conv2d_packed for a convolution rk_winograd_tile gave m for, its filter packed by
+   rk_winograd_pack. */
+int rk_winograd_conv(const float *x, const float *packed, const float *bias, float *y,
+                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue);
 
 #endif /* RK_INTERNAL_H */

@@ -31,7 +31,9 @@
  * network whose weights exceed the caches). Measured on ResNet's layers (AVX-512, one and two
  * threads): 56 x 56 and 28 x 28 take m = 4, 14 x 14 m = 2, 7 x 7 (one image) the GEMM.
  */
+#ifndef RK_WINO_WEIGHT_ROWS
 #define RK_WINO_WEIGHT_ROWS 28
+#endif
 
 int rk_winograd_tile(const rk_conv_params *p, int64_t o)
 {
@@ -452,22 +454,13 @@ static void *wino_worker(void *arg)
 
 /*
  * y = conv(x, filt) + bias, then the epilogue, for a convolution rk_winograd_tile(p, o) gives
- * m for, with the filter transformed by rk_winograd_pack(filt, p, o, m) (NULL: transformed
- * during the call). Scratch per thread: one micro-panel of tiles' transformed input (a * a *
+ * m for, with the filter transformed by rk_winograd_pack(filt, p, o, m). Scratch per thread: one micro-panel of tiles' transformed input (a * a *
  * mr * c floats) and products (at most RK_WINO_BUFFER_BYTES, or one micro-panel of output
  * channels). Returns 1 when an allocation fails.
  */
-int rk_winograd_conv(const float *x, const float *filt, const float *packed, const float *bias,
-                     float *y, const rk_conv_params *p, int64_t o, int m,
-                     const rk_epilogue *epilogue)
+int rk_winograd_conv(const float *x, const float *packed, const float *bias, float *y,
+                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue)
 {
-    float *own = NULL;
-    if (packed == NULL) {
-        own = rk_winograd_pack(filt, p, o, m);
-        if (own == NULL)
-            return 1;
-        packed = own;
-    }
     wino_shared sh;
     memset(&sh, 0, sizeof sh);
     sh.x = x;
@@ -520,10 +513,8 @@ int rk_winograd_conv(const float *x, const float *filt, const float *packed, con
         !__builtin_add_overflow(bytes, (size_t)sh.os, &bytes) &&
         !__builtin_mul_overflow(bytes, sizeof(float), &bytes))
         scratch = (float *)alloc_aligned(bytes);
-    if (scratch == NULL) {
-        free(own);
+    if (scratch == NULL)
         return 1;
-    }
     sh.scratch = scratch;
     float *bias_pad = scratch + (size_t)nt * per_thread;
     memset(bias_pad, 0, (size_t)sh.os * sizeof(float));
@@ -542,6 +533,5 @@ int rk_winograd_conv(const float *x, const float *filt, const float *packed, con
     else
         wino_worker(&tasks[0]);
     free(scratch);
-    free(own);
     return 0;
 }

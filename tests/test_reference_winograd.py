@@ -6,7 +6,8 @@ the vector width, batch 2, the fused bias, activation and residual; the convolut
 its conditions (stride 2, dilation, 1x1 windows) still right. The kernels are also built with
 the test hooks: -DRK_WINOGRAD_ALWAYS=m sends every 3x3 stride-1 convolution, however small,
 through tile m, with the AVX-512, AVX2 and portable transforms (-DRK_NO_AVX512,
--DRK_NO_X86_SIMD), and with a second thread for any size."""
+-DRK_NO_X86_SIMD), and with a second thread for any size. Only a filter packed beforehand
+(rk_pack_conv_weights: a compiled sub-graph's constant weights) takes this path."""
 import ctypes
 import glob
 import os
@@ -27,6 +28,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 RELU, BOUNDED_RELU = 0, 1
+LIBC = ctypes.CDLL(None)
+LIBC.free.argtypes = [ctypes.c_void_p]
 
 
 def rand(rng, *shape):
@@ -50,9 +53,22 @@ def assert_within_tolerance(out, x, w, bias, descriptor, expected):
 
 
 @pytest.fixture(scope="module")
-def backend():
-    with loader.Runtime() as runtime:
-        yield runtime.create_backend("CpuRef")
+def runtime():
+    with loader.Runtime() as rt:
+        yield rt
+
+
+def run_compiled(runtime, x, w, bias, descriptor):
+    """The convolution as a compiled one-layer network: its constant filter packed (for the
+    Winograd convolution: transformed) once, when the network is loaded."""
+    net = loader.Network()
+    inputs = [net.add_input("x", x.shape), net.add_constant("w", w)]
+    if bias is not None:
+        inputs.append(net.add_constant("b", bias))
+    net.add_output(net.add_layer("Convolution2d", inputs, descriptor, name="conv"), "y")
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [s.kind for s in loaded.plan] == ["compiled"]
+        return loaded.execute({"x": x})["y"]
 
 
 # -- the shipped backend: the shapes its condition sends to each tile, and some it does not ----
@@ -71,11 +87,11 @@ LAYERS = [
 
 
 @pytest.mark.parametrize("x_shape, o, padding", LAYERS, ids=lambda v: str(v).replace(" ", ""))
-def test_a_3x3_stride_1_convolution_layer(backend, x_shape, o, padding):
+def test_a_3x3_stride_1_convolution(runtime, x_shape, o, padding):
     rng = np.random.default_rng(sum(x_shape) * 31 + o)
     x, w, bias = rand(rng, *x_shape), rand(rng, o, 3, 3, x_shape[3]), rand(rng, o)
     descriptor = {"padding": list(padding)}
-    [y] = backend.execute("Convolution2d", [x, w, bias], descriptor)
+    y = run_compiled(runtime, x, w, bias, descriptor)
     assert_within_tolerance(y, x, w, bias, descriptor, expected_conv(x, w, bias, padding))
 
 
@@ -86,11 +102,11 @@ def test_a_3x3_stride_1_convolution_layer(backend, x_shape, o, padding):
     ((1, 5, 5, 8), 8, {"padding": 1}),
     ((1, 3, 3, 64), 64, {"padding": 1}),
 ])
-def test_convolutions_outside_its_conditions(backend, x_shape, o, descriptor):
+def test_convolutions_outside_its_conditions(runtime, x_shape, o, descriptor):
     rng = np.random.default_rng(o + x_shape[1])
     k = descriptor.pop("kernel", 3)
     x, w = rand(rng, *x_shape), rand(rng, o, k, k, x_shape[3])
-    [y] = backend.execute("Convolution2d", [x, w], descriptor)
+    y = run_compiled(runtime, x, w, None, descriptor)
     pad = descriptor.get("padding", 0)
     expected = expected_conv(x, w, None, (pad,) * 4, descriptor.get("stride", 1),
                              descriptor.get("dilation", 1))
@@ -173,8 +189,10 @@ def builds(tmp_path_factory):
 def forced(request, builds):
     lib = ctypes.CDLL(builds[request.param])
     p = ctypes.c_void_p
-    lib.rk_conv2d_fused.argtypes = [p, p, p, p, ctypes.POINTER(ConvParams), ctypes.c_int64,
-                                    ctypes.POINTER(Epilogue)]
+    lib.rk_pack_conv_weights.argtypes = [p, ctypes.POINTER(ConvParams), ctypes.c_int64]
+    lib.rk_pack_conv_weights.restype = p
+    lib.rk_conv2d_packed.argtypes = [p, p, p, p, p, ctypes.POINTER(ConvParams), ctypes.c_int64,
+                                     ctypes.POINTER(Epilogue)]
     return lib
 
 
@@ -184,10 +202,15 @@ def run_forced(lib, x, w, bias, padding, epilogue=None):
     p = ConvParams(n, h, wd, c, 3, 3, 1, 1, 1, 1, top, bottom, left, right,
                    h + top + bottom - 2, wd + left + right - 2)
     y = np.full((n, p.oh, p.ow, w.shape[0]), np.nan, F)
-    status = lib.rk_conv2d_fused(x.ctypes.data, w.ctypes.data,
-                                 None if bias is None else bias.ctypes.data, y.ctypes.data,
-                                 ctypes.byref(p), w.shape[0],
-                                 None if epilogue is None else ctypes.byref(epilogue))
+    packed = lib.rk_pack_conv_weights(w.ctypes.data, ctypes.byref(p), w.shape[0])
+    assert packed
+    try:
+        status = lib.rk_conv2d_packed(x.ctypes.data, w.ctypes.data, packed,
+                                      None if bias is None else bias.ctypes.data, y.ctypes.data,
+                                      ctypes.byref(p), w.shape[0],
+                                      None if epilogue is None else ctypes.byref(epilogue))
+    finally:
+        LIBC.free(packed)
     assert status == 0
     return y
 
