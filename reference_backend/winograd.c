@@ -254,7 +254,7 @@ typedef struct wino_shared {
     int64_t o, m, a;
     int64_t tw, thw, tiles; /* tiles along a row, per image, in all */
     int64_t cs, os;         /* input channels, output channels: rounded up to whole vectors */
-    int64_t tb, cw;         /* tiles per block (a multiple of mr), output channels per chunk */
+    int64_t tb, cw;         /* tiles per block (one micro-panel: mr), output channels per chunk */
     int64_t kc, b_one;      /* the packed filter's K block and floats per transform position */
     int64_t ncols, items;
     float *scratch;         /* per thread: transformed input, products, packed A */
