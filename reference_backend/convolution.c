@@ -95,9 +95,23 @@ float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int6
     return packed;
 }
 
+float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t o)
+{
+    const int tile = rk_winograd_tile(p, o);
+    if (tile != 0)
+        return rk_winograd_pack(filt, p, o, tile);
+    const int64_t depth = p->kh * p->kw * p->c;
+    return rk_pack_weights(filt, 1, depth, depth, o);
+}
+
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
+    /* the Winograd convolution only with its filter transformed beforehand (a transform
+       on every call would cost more than it saves for one call) */
+    const int tile = packed != NULL ? rk_winograd_tile(p, o) : 0;
+    if (tile != 0)
+        return rk_winograd_conv(x, packed, bias, y, p, o, tile, epilogue);
     const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue);
     if (few >= 0)
         return few;

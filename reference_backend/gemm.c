@@ -578,9 +578,14 @@ int64_t rk_gemm_packed_b_floats(const ukr_desc *u, int64_t k, int64_t n)
     return ceil_div(n, u->nr) * u->nr * k;
 }
 
+int64_t rk_gemm_packed_b_kc(const ukr_desc *u, int64_t k)
+{
+    return balanced_block(k, u->kc, 4);
+}
+
 void rk_gemm_pack_b(const gemm_op *op, float *dst)
 {
-    const int64_t kc = balanced_block(op->k, op->u->kc, 4);
+    const int64_t kc = rk_gemm_packed_b_kc(op->u, op->k);
     const int64_t width = ceil_div(op->n, op->u->nr) * op->u->nr;
     for (int64_t pc = 0; pc < op->k; pc += kc)
         pack_b(op, 0, op->n, pc, min_i64(kc, op->k - pc), dst + pc * width);

@@ -189,8 +189,15 @@ float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int6
 /* Whether rk_fully_connected_packed of n rows reads its packed weights (few rows stream w). */
 int rk_fully_connected_uses_packed(int64_t n);
 
-/* rk_conv2d_fused and rk_fully_connected_fused with the weights as rk_pack_weights packed
-   them (packed may be NULL: then they are packed during the call, as without _packed). */
+/* A convolution's filter [o, kh, kw, c] (groups 1) packed once for rk_conv2d_packed with these
+   very parameters: as rk_pack_weights packs it for the GEMM, or transformed for the Winograd
+   convolution of 3 x 3 windows. free() it; NULL when out of memory. */
+float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t o);
+
+/* rk_conv2d_fused and rk_fully_connected_fused with the weights packed once (a convolution's by
+   rk_pack_conv_weights for the same parameters, fully connected's by rk_pack_weights); packed
+   may be NULL: then they are packed during the call, as without _packed (a 3 x 3 convolution
+   then always takes the GEMM). */
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,

@@ -509,5 +509,21 @@ int rk_gemm_run(const gemm_op *op);
    through op->bpacked: rk_gemm_packed_b_floats(op->u, k, n) floats. */
 int64_t rk_gemm_packed_b_floats(const ukr_desc *u, int64_t k, int64_t n);
 void rk_gemm_pack_b(const gemm_op *op, float *dst);
+/* The K block of that layout: block pc starts at pc * ceil(n / nr) * nr floats, its
+   micro-panels nr * kc floats apart (kc = min(this, k - pc)). */
+int64_t rk_gemm_packed_b_kc(const ukr_desc *u, int64_t k);
+
+/* ---- winograd.c ------------------------------------------------------------------------- */
+
+/* The output tile m (4 or 2) of the Winograd convolution a convolution of o output channels
+   takes, or 0 when it takes the GEMM: the one place that decides. */
+int rk_winograd_tile(const rk_conv_params *p, int64_t o);
+/* The filter [o, 3, 3, c] transformed for tile m and packed for the GEMM's kernel (free());
+   NULL when out of memory or the size overflows. */
+float *rk_winograd_pack(const float *filt, const rk_conv_params *p, int64_t o, int m);
+/* rk_conv2d_packed for a convolution rk_winograd_tile gave m for, its filter packed by
+   rk_winograd_pack. */
+int rk_winograd_conv(const float *x, const float *packed, const float *bias, float *y,
+                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue);
 
 #endif /* RK_INTERNAL_H */

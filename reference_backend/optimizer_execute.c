@@ -122,8 +122,7 @@ BackendStatus ref_fused_pack(FusedKernel *k)
     if (k->packed != NULL || w->input >= 0 || w->constant == NULL)
         return BACKEND_STATUS_OK;
     if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1) {
-        const int64_t depth = k->window.kh * k->window.kw * k->window.c;
-        k->packed = rk_pack_weights(w->constant, 1, depth, depth, k->channels_out);
+        k->packed = rk_pack_conv_weights(w->constant, &k->window, k->channels_out);
     } else if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
                rk_fully_connected_uses_packed(k->n)) {
         k->packed = k->transpose_weights ? rk_pack_weights(w->constant, 1, k->k, k->k, k->m)

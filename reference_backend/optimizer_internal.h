@@ -81,8 +81,9 @@ typedef struct FusedKernel {
     RefProfiling *profiling;            /* borrowed, NULL when not profiled */
     void *owned;                        /* constants it holds itself (folded weights and bias,
                                            or read from serialized bytes), or NULL */
-    float *packed;                      /* constant weights as the GEMM reads them, owned, packed
-                                           when compiled or loaded (never serialized), or NULL */
+    float *packed;                      /* constant weights as the kernel reads them (GEMM or
+                                           Winograd), owned, packed when compiled or loaded
+                                           (never serialized), or NULL */
 } FusedKernel;
 
 /* ---- the program: every layer of one group, run in one call ----------------------------------

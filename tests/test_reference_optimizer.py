@@ -79,7 +79,8 @@ def test_a_large_convolution_takes_the_threaded_gemm_path(runtime):
     x = net.add_input("x", (1, 40, 40, 32))
     r = net.add_input("r", (1, 40, 40, 48))
     w = net.add_constant("w", rand(48, 3, 3, 32))
-    y = net.add_layer("Convolution2d", [x, w], {"padding": 1}, name="conv")
+    # dilated: a 3x3 window of stride 1 and dilation 1 would take the Winograd convolution
+    y = net.add_layer("Convolution2d", [x, w], {"padding": 2, "dilation": 2}, name="conv")
     y = net.add_layer("Addition", [r, y], name="add")
     net.add_output(y, "y")
     assert run(runtime, net, {"x": rand(1, 40, 40, 32), "r": rand(1, 40, 40, 48)}) == \
