@@ -278,6 +278,7 @@ static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, const ReaderTable
     k->layer_ids[0] = layer->id;
     k->layer_ids[1] = g->layers[product]->id;
     k->num_layer_ids = 2;
+    ref_fused_plan(k);
     *output = g->layers[product]->output_tensors[0];
     *last = (uint32_t)(product > (int64_t)head ? product : head);
     return k;
@@ -363,6 +364,7 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
     for (int m = 0; m < count; m++)
         k->layer_ids[m] = g->layers[members[m]]->id;
     k->num_layer_ids = (uint32_t)count;
+    ref_fused_plan(k);
     *output = produced;
     *last = (uint32_t)members[0];
     for (int m = 1; m < count; m++)
