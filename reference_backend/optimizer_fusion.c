@@ -331,16 +331,23 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         produced = g->layers[product]->output_tensors[0];
     }
     /* alone, a layer becomes a fused kernel only for what it keeps between executions: its
-       constant weights packed once for the GEMM */
-    if (count == 1 && !(is_constant(g, layer->input_tensors[1]) &&
-                        ((d->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
-                          rk_fully_connected_uses_packed(d->inputs[0].dimensions[0])) ||
-                         (d->layer_type == BACKEND_LAYER_CONVOLUTION2D && conv_groups(d) == 1))))
+       constant weights packed once for the GEMM, or a thread count above one decided once */
+    const int packs = (d->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
+                       rk_fully_connected_uses_packed(d->inputs[0].dimensions[0])) ||
+                      (d->layer_type == BACKEND_LAYER_CONVOLUTION2D && conv_groups(d) == 1);
+    if (count == 1 && !is_constant(g, layer->input_tensors[1]))
         return NULL;
 
     k = new_kernel(d, status);
     if (k == NULL)
         return NULL;
+    if (count == 1 && !packs) {
+        ref_fused_plan(k);
+        if (k->threads <= 1) {
+            k->base.destroy(&k->base);
+            return NULL;
+        }
+    }
     if (swish) {
         swish_epilogue(k);
     } else if (activation != NULL) {
