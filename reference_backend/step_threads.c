@@ -33,7 +33,7 @@ int rk_depthwise_step_threads(const rk_conv_params *p, int64_t mult)
 {
     const double work = 2.0 * (double)(p->n * p->oh) * (double)p->ow * (double)(p->c * mult) *
                         (double)(p->kh * p->kw);
-    return capped(work, RK_STEP_SMALL_MIN_WORK_PER_THREAD, rk_depthwise_parts(p, mult));
+    return capped(work, RK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD, rk_depthwise_parts(p, mult));
 }
 
 int rk_conv2d_step_threads(const rk_conv_params *p, int64_t o, int64_t groups)

@@ -19,6 +19,7 @@ ROOT = os.path.dirname(HERE)
 KERNELS = os.path.join(ROOT, "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 LOWERED = ["-DRK_STEP_GEMM_MIN_FLOP_PER_THREAD=1", "-DRK_STEP_SMALL_MIN_WORK_PER_THREAD=1",
+           "-DRK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD=1",
            "-DRK_STEP_STREAM_MIN_WEIGHTS_PER_THREAD=1", "-DRK_GEMM_MIN_FLOP_PER_THREAD=1",
            "-DRK_SMALL_MIN_WORK_PER_THREAD=1"]
 
