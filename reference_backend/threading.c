@@ -7,10 +7,11 @@
  * routine (never pthread_exit, which would unwind and may dlopen libgcc_s) and call nothing that
  * takes the dynamic linker's lock, so joining them under that lock in the destructor is safe.
  * A kernel that finds the pool busy (another thread's job) runs its blocks itself; results never
- * depend on how many blocks ran on which thread. A worker that runs out of blocks polls for the
- * next job for RK_SPIN_NS (0.5 ms) before it sleeps, and so does a job owner waiting for a
- * worker's last block. The job's threads are kept on distinct CPUs where the process may use
- * enough of them (see "placement").
+ * depend on how many blocks ran on which thread. Blocks are claimed without a lock (one atomic
+ * word); a worker that runs out of blocks polls for the next job for RK_SPIN_NS (0.5 ms), or
+ * RK_HOLD_SPIN_NS while a network's execute holds the pool, before it sleeps, and a job owner
+ * polls RK_SPIN_NS for a worker's last block. A worker joining a job moves itself off a CPU
+ * another participant runs on (see "placement").
  *
  * Every piece of this file's static state is set by rk_pool_init() when the library is loaded;
  * none is trusted to start zeroed (see there).
@@ -83,7 +84,7 @@ static struct {
     pthread_cond_t work;      /* sleeping workers wait here for a job or stop */
     pthread_cond_t idle;      /* a sleeping job owner waits here for the last block */
     pthread_t tid[RK_MAX_THREADS];
-    int nworkers;             /* started, not yet joined (changed under mu by a job owner) */
+    atomic_int nworkers;      /* started, not yet joined (changed under mu) */
     atomic_int stop;
     /* the current job (relaxed: published by the release store of `claim`) */
     atomic_uintptr_t fn, base;
@@ -131,6 +132,10 @@ static int spin_for_job(uint32_t seen)
                 return 1;
             rk_cpu_relax();
         }
+        /* on a CPU shared with another runnable thread (another process, or this job's
+           owner placed here), let it run: a spin that holds the CPU would slow the very
+           step it waits for; with nothing else runnable the call returns at once */
+        sched_yield();
         const int64_t now = rk_now_ns();
         if (atomic_load_explicit(&g_pool.hold, memory_order_relaxed) > 0) {
             if (now - start > RK_HOLD_SPIN_NS)
@@ -157,8 +162,10 @@ static int run_blocks(uint32_t gen)
         void *(*fn)(void *) = (void *(*)(void *))atomic_load_explicit(&g_pool.fn, memory_order_relaxed);
         char *base = (char *)atomic_load_explicit(&g_pool.base, memory_order_relaxed);
         const size_t stride = atomic_load_explicit(&g_pool.stride, memory_order_relaxed);
-        /* on success the generation was still `gen`: the fields read above are its fields,
-           and they stay so until this block is counted finished */
+        /* on success the generation was still `gen`: the fields read above are its fields
+           (an owner closes the word before it writes the next job's, and this fence pairs
+           with the one after that), and they stay so until this block is counted finished */
+        atomic_thread_fence(memory_order_acquire);
         if (!atomic_compare_exchange_weak_explicit(&g_pool.claim, &w, w + 1, memory_order_acquire,
                                                    memory_order_acquire))
             continue;
@@ -259,6 +266,10 @@ static void *worker_main(void *arg)
         const uint32_t gen = CLAIM_GEN(w);
         if (gen == seen)
             continue; /* woken by a hold, not a job: spin again */
+        if (CLAIM_NEXT(w) == CLAIM_CLOSED) {
+            rk_cpu_relax(); /* its owner is writing the job: a few stores */
+            continue;
+        }
         seen = gen;
         if (CLAIM_NEXT(w) < atomic_load_explicit(&g_pool.nblocks, memory_order_relaxed)) {
             join_job(id);
@@ -334,6 +345,7 @@ __attribute__((constructor)) static void rk_pool_init(void)
     pthread_cond_init(&g_pool.work, NULL);
     pthread_cond_init(&g_pool.idle, NULL);
     atomic_init(&g_pool.stop, 0);
+    atomic_init(&g_pool.nworkers, 0);
     atomic_init(&g_pool.fn, 0);
     atomic_init(&g_pool.base, 0);
     atomic_init(&g_pool.stride, 0);
@@ -391,9 +403,11 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
         ensure_workers(n - 1);
         pthread_mutex_unlock(&g_pool.mu);
     }
-    /* every block of the previous job has finished: nobody reads the fields now, and a late
-       claim for that job fails on its generation */
+    /* every block of the previous job has finished; closing the word under a new generation
+       before the fields change makes a late claim for that job fail (see run_blocks) */
     const uint32_t gen = CLAIM_GEN(atomic_load(&g_pool.claim)) + 1;
+    atomic_store(&g_pool.claim, CLAIM_WORD(gen, CLAIM_CLOSED));
+    atomic_thread_fence(memory_order_release);
     atomic_store_explicit(&g_pool.fn, (uintptr_t)fn, memory_order_relaxed);
     atomic_store_explicit(&g_pool.base, (uintptr_t)base, memory_order_relaxed);
     atomic_store_explicit(&g_pool.stride, stride, memory_order_relaxed);
@@ -417,9 +431,11 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
         /* a worker is finishing its block: usually soon, so poll before sleeping */
         const int64_t start = rk_now_ns();
         while (atomic_load_explicit(&g_pool.finished, memory_order_acquire) < n &&
-               rk_now_ns() - start < RK_SPIN_NS)
+               rk_now_ns() - start < RK_SPIN_NS) {
             for (int i = 0; i < 64; i++)
                 rk_cpu_relax();
+            sched_yield(); /* the worker may be waiting for this CPU */
+        }
         if (atomic_load(&g_pool.finished) < n) {
             pthread_mutex_lock(&g_pool.mu);
             atomic_store(&g_pool.owner_waits, 1);
