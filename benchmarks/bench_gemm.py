@@ -26,8 +26,10 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-# besides gemm*.c (the driver and, since it was split off, gemm_kernels.c: older trees have one file)
-SOURCES = ("fully_connected.c", "threading.c", "elementwise.c")
+# besides gemm*.c (the driver and, since it was split off, gemm_kernels.c: older trees have one file);
+# the activation files where a tree has them (the epilogue in elementwise.c calls into them)
+SOURCES = ("fully_connected.c", "threading.c", "elementwise.c", "activation.c",
+           "activation_avx512.c")
 
 
 def build(tree, directory, name):
@@ -37,7 +39,7 @@ def build(tree, directory, name):
     out = os.path.join(directory, name + ".so")
     kernels = os.path.join(tree, "reference_backend")
     sources = sorted(glob.glob(os.path.join(kernels, "gemm*.c")))
-    sources += [os.path.join(kernels, s) for s in SOURCES]
+    sources += [os.path.join(kernels, s) for s in SOURCES if os.path.exists(os.path.join(kernels, s))]
     subprocess.run([cc, "-std=c11", "-O3", "-fwrapv", "-D_GNU_SOURCE", "-shared", "-fPIC",
                     *sources, "-o", out, "-lm", "-lpthread"], check=True)
     lib = ctypes.CDLL(out)

@@ -3,7 +3,7 @@ memory, where the time goes, and the distance to this machine's arithmetic floor
 
     python benchmarks/bench_network.py [--models mobilenet_v2,resnet18,...] [--threads 1,2]
                                        [--rounds 15] [--models-dir DIR] [--no-memory]
-                                       [--layers 30]
+                                       [--layers 30] [--decisions]
 
 Each model is one of torchvision's (random weights, fixed seed, eval mode), exported to ONNX
 once and kept in --models-dir (default ~/.cache/dynamic-backends/models; exporting needs torch
@@ -24,6 +24,9 @@ and torchvision, running needs onnx and onnxruntime: pip install -e '.[zoo]'). B
   floor our time is.
 - profile: the reference backend's own events from a profiled execute, summed per kind of step
   (a fused step counts under the layer types it covers).
+- decisions (--decisions): the per-step thread counts the compiled program made, as its profile
+  events name them ("fused Convolution2d (2 threads)"; no count: the calling thread alone), with
+  each step's time.
 
 Then the runtime's own time per layer: a chain of LAYERS cheap layers against a chain of one,
 everything outside the backend call.
@@ -162,14 +165,16 @@ def child_time(path, threads, rounds, with_default):
     times = interleaved(candidates, repeats=rounds, warmup=1, settle=0.1)
     ort_label = min(sessions, key=lambda label: times[label])
 
-    profile = {}
+    profile, decisions = {}, []
     types = {layer.name: layer.type for layer in net.layers}
-    for _ in range(3):
+    for round in range(3):
         time.sleep(0.1)             # ONNX Runtime's threads spinning (above) done
         loaded.execute(feeds, profile=True)
         for event in loaded.last_profile:
             if event.source != "backend":
                 continue
+            if round == 0:
+                decisions.append((event.name, event.layers[0], (event.end_ns - event.start_ns) / 1e3))
             kinds = []
             for layer in event.layers:
                 kind = types.get(layer, "?")
@@ -182,7 +187,7 @@ def child_time(path, threads, rounds, with_default):
               "ort_label": ort_label, "rounds": rounds, "difference": difference,
               "import_s": ours_load[0], "load_network_s": ours_load[1], "ort_load_s": ort_load,
               "layers": len(net.layers), "steps": len(steps), "flops": network_flops(net),
-              "profile_ms": profile}
+              "profile_ms": profile, "decisions": decisions}
     loaded.unload()
     runtime.close()
     return result
@@ -272,6 +277,8 @@ def main(argv=None):
         "~/.cache/dynamic-backends/models"))
     parser.add_argument("--no-memory", action="store_true", help="skip the peak RSS processes")
     parser.add_argument("--layers", type=int, default=30)
+    parser.add_argument("--decisions", action="store_true",
+                        help="print each step's thread count as the compiled program decided it")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -322,6 +329,12 @@ def main(argv=None):
                   f"{row['ort_load_s']:>10.2f}   ({row['layers']} layers, {row['steps']} "
                   f"steps, ORT: {row['ort_label']})", flush=True)
             profiles[(name, t)] = row["profile_ms"]
+            if args.decisions:
+                threaded = sum("threads)" in event for event, _, _ in row["decisions"])
+                print(f"  per-step thread decisions ({threaded} of {len(row['decisions'])} steps "
+                      f"on more than one thread; us from one profiled execute):")
+                for event, layer, us in row["decisions"]:
+                    print(f"    {event:<44} {us:>8.1f}  {layer}")
         if not args.no_memory:
             ours, theirs = (in_child(["memory", path, which]) for which in ("ours", "ort"))
             if "error" in ours or "error" in theirs:

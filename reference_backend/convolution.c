@@ -31,7 +31,7 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
  */
 static int conv_few_channels_padded(const float *x, const float *filt, const float *packed,
                                     const float *bias, float *y, const rk_conv_params *p, int64_t o,
-                                    const rk_epilogue *epilogue)
+                                    const rk_epilogue *epilogue, int threads)
 {
     if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
         return -1;
@@ -68,6 +68,7 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
     op.c = y;
     op.ldc = o;
     op.epilogue = epilogue;
+    op.threads = threads;
     int failed = rk_gemm_run(&op);
     free(xp);
     return failed;
@@ -76,7 +77,7 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
 {
-    return rk_conv2d_packed(x, filt, NULL, bias, y, p, o, epilogue);
+    return rk_conv2d_packed(x, filt, NULL, bias, y, p, o, epilogue, 0);
 }
 
 float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n)
@@ -105,14 +106,15 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
 }
 
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
-                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
+                     int threads)
 {
     /* the Winograd convolution only with its filter transformed beforehand (a transform
        on every call would cost more than it saves for one call) */
     const int tile = packed != NULL ? rk_winograd_tile(p, o) : 0;
     if (tile != 0)
-        return rk_winograd_conv(x, packed, bias, y, p, o, tile, epilogue);
-    const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue);
+        return rk_winograd_conv(x, packed, bias, y, p, o, tile, epilogue, threads);
+    const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue, threads);
     if (few >= 0)
         return few;
     gemm_op op;
@@ -149,6 +151,7 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     op.c = y;
     op.ldc = o;
     op.epilogue = epilogue;
+    op.threads = threads;
     return rk_gemm_run(&op);
 }
 
@@ -162,6 +165,7 @@ typedef struct dw_task {
     const rk_conv_params *p;
     int64_t mult;
     int64_t row0, row1; /* range over n * oh output rows */
+    int64_t ch0, ch1;   /* range of channels (AVX-512, multiplier 1; else all) */
     const rk_epilogue *epilogue;
 } dw_task;
 
@@ -185,8 +189,8 @@ static void dw_row_avx512(const dw_task *t, int64_t row)
     const int64_t next = p->stride_w * C; /* input offset from one output pixel to the next */
     int64_t ky0, ky1;
     tap_range(iy0, p->dil_h, p->h, p->kh, &ky0, &ky1);
-    for (int64_t ch = 0; ch < C; ch += 32) {
-        const int64_t n = C - ch;
+    for (int64_t ch = t->ch0; ch < t->ch1; ch += 32) {
+        const int64_t n = t->ch1 - ch;
         const __mmask16 m0 = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
         const __mmask16 m1 = n >= 32 ? (__mmask16)0xFFFF : (n > 16 ? (__mmask16)((1u << (n - 16)) - 1u) : 0);
         const __m512 b0 = t->bias ? _mm512_maskz_loadu_ps(m0, t->bias + ch) : _mm512_setzero_ps();
@@ -258,8 +262,8 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S)
         ox_hi--;
     if (ox_hi < ox_lo)
         ox_hi = ox_lo = p->ow;
-    for (int64_t ch = 0; ch < C; ch += 16) {
-        const int64_t n = C - ch;
+    for (int64_t ch = t->ch0; ch < t->ch1; ch += 16) {
+        const int64_t n = t->ch1 - ch;
         const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
         const __m512 bias = t->bias ? _mm512_maskz_loadu_ps(m, t->bias + ch) : _mm512_setzero_ps();
         __m512 f[9];
@@ -328,7 +332,8 @@ static void *dw_task_run(void *arg)
             else
                 dw_row_avx512(t, row);
             if (t->epilogue != NULL)
-                rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC, OC, row * p->ow, 0, p->ow, OC);
+                rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC + t->ch0, OC, row * p->ow,
+                                  t->ch0, p->ow, t->ch1 - t->ch0);
         }
         return NULL;
     }
@@ -408,13 +413,64 @@ static void *dw_task_run(void *arg)
     return NULL;
 }
 
-/* Output rows [begin, end) (threads claim them in chunks, see rk_parallel_for). */
-static void dw_rows(void *ctx, int64_t begin, int64_t end)
+/* Channels per part where a depthwise convolution is split by channels as well as rows: two
+   of dw_row_avx512's 32-channel groups. */
+#define RK_DW_CHANNEL_BLOCK 64
+
+static int dw_splits_channels(const rk_conv_params *p, int64_t mult)
 {
-    dw_task t = *(const dw_task *)ctx;
-    t.row0 = begin;
-    t.row1 = end;
-    dw_task_run(&t);
+#if defined(RK_X86_AVX512)
+    return mult == 1 && rk_use_avx512() && p->c > RK_DW_CHANNEL_BLOCK;
+#else
+    (void)p;
+    (void)mult;
+    return 0;
+#endif
+}
+
+/* Parts [begin, end) of rows x channel blocks, row-major (threads claim them in chunks, see
+   rk_parallel_for). */
+typedef struct dw_split {
+    dw_task task;
+    int64_t blocks; /* channel blocks per row */
+} dw_split;
+
+static void dw_parts(void *ctx, int64_t begin, int64_t end)
+{
+    const dw_split *s = (const dw_split *)ctx;
+    dw_task t = s->task;
+    const int64_t C = t.p->c;
+    if (s->blocks == 1) {
+        t.row0 = begin;
+        t.row1 = end;
+        dw_task_run(&t);
+        return;
+    }
+    for (int64_t i = begin; i < end; i++) {
+        const int64_t b = i % s->blocks;
+        t.row0 = i / s->blocks;
+        t.row1 = t.row0 + 1;
+        t.ch0 = C * b / s->blocks / 16 * 16;
+        t.ch1 = b + 1 == s->blocks ? C : C * (b + 1) / s->blocks / 16 * 16;
+        dw_task_run(&t);
+    }
+}
+
+/* Channel blocks per output row for nt threads: one, unless the rows are too few for every
+   thread to claim several (a 7 x 7 or 14 x 14 image of many channels): then as many as give
+   each thread RK_CHUNKS_PER_THREAD parts, each at least RK_DW_CHANNEL_BLOCK channels. The
+   sums of every output are the same whatever the split. */
+static int64_t dw_channel_blocks(const rk_conv_params *p, int64_t mult, int nt)
+{
+    const int64_t rows = p->n * p->oh;
+    if (nt <= 1 || !dw_splits_channels(p, mult) || rows >= RK_CHUNKS_PER_THREAD * (int64_t)nt)
+        return 1;
+    return max_i64(1, min_i64(ceil_div(RK_CHUNKS_PER_THREAD * (int64_t)nt, rows), p->c / RK_DW_CHANNEL_BLOCK));
+}
+
+int64_t rk_depthwise_parts(const rk_conv_params *p, int64_t mult)
+{
+    return p->n * p->oh * (dw_splits_channels(p, mult) ? max_i64(1, p->c / RK_DW_CHANNEL_BLOCK) : 1);
 }
 
 /*
@@ -423,18 +479,22 @@ static void dw_rows(void *ctx, int64_t begin, int64_t end)
  */
 int rk_depthwise_conv2d(const float *x, const float *filt, const float *bias, float *y, const rk_conv_params *p, int64_t mult)
 {
-    return rk_depthwise_conv2d_fused(x, filt, bias, y, p, mult, NULL);
+    return rk_depthwise_conv2d_fused(x, filt, bias, y, p, mult, NULL, 0);
 }
 
 int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
-                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue)
+                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue,
+                              int threads)
 {
     const int64_t rows = p->n * p->oh;
     if (rows <= 0 || p->ow <= 0 || p->c <= 0 || mult <= 0)
         return 0;
     /* ~200 us of single-thread work per extra thread covers its start-up */
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
-    dw_task all = { x, filt, bias, y, p, mult, 0, rows, epilogue };
-    rk_parallel_for(rows, 1, work / (double)rows, RK_SMALL_MIN_WORK_PER_THREAD * 2.0, dw_rows, &all);
+    int nt = threads > 0 ? (int)min_i64(threads, rk_thread_count())
+                         : rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
+    dw_split split = { { x, filt, bias, y, p, mult, 0, rows, 0, p->c, epilogue }, 1 };
+    split.blocks = dw_channel_blocks(p, mult, nt);
+    rk_parallel_for_threads(rows * split.blocks, 1, nt, dw_parts, &split);
     return 0;
 }

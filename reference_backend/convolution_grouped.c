@@ -546,7 +546,8 @@ static int gc_direct(gc_plan *pl, const float *filt, gc_task *tasks, int nt)
 /* Depthwise in Convolution2d's layout: w [C * m, kh, kw, 1] holds the same values as
    DepthwiseConvolution2d's [1, kh, kw, C * m], tap-major instead of channel-major. */
 static int gc_depthwise(const float *x, const float *filt, const float *bias, float *y,
-                        const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue)
+                        const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
+                        int threads)
 {
     const int64_t taps = p->kh * p->kw;
     float *w = (float *)alloc_aligned((size_t)(taps * o) * sizeof(float));
@@ -555,7 +556,7 @@ static int gc_depthwise(const float *x, const float *filt, const float *bias, fl
     for (int64_t j = 0; j < o; j++)
         for (int64_t t = 0; t < taps; t++)
             w[t * o + j] = filt[j * taps + t];
-    int failed = rk_depthwise_conv2d_fused(x, w, bias, y, p, o / p->c, epilogue);
+    int failed = rk_depthwise_conv2d_fused(x, w, bias, y, p, o / p->c, epilogue, threads);
     free(w);
     return failed;
 }
@@ -570,13 +571,20 @@ int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias
                             const rk_conv_params *p, int64_t o, int64_t groups,
                             const rk_epilogue *epilogue)
 {
+    return rk_grouped_conv2d_threads(x, filt, bias, y, p, o, groups, epilogue, 0);
+}
+
+int rk_grouped_conv2d_threads(const float *x, const float *filt, const float *bias, float *y,
+                              const rk_conv_params *p, int64_t o, int64_t groups,
+                              const rk_epilogue *epilogue, int threads)
+{
     const int64_t rows = p->n * p->oh;
     if (groups <= 1)
-        return rk_conv2d_fused(x, filt, bias, y, p, o, epilogue);
+        return rk_conv2d_packed(x, filt, NULL, bias, y, p, o, epilogue, threads);
     if (rows <= 0 || p->ow <= 0 || o <= 0)
         return 0;
     if (groups == p->c)
-        return gc_depthwise(x, filt, bias, y, p, o, epilogue);
+        return gc_depthwise(x, filt, bias, y, p, o, epilogue, threads);
 
     gc_plan pl;
     memset(&pl, 0, sizeof pl);
@@ -592,7 +600,8 @@ int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias
     pl.wp = filt;
     pl.epilogue = epilogue;
     const double work = 2.0 * (double)rows * (double)p->ow * (double)o * (double)(p->kh * p->kw * pl.cin);
-    int nt = rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
+    int nt = threads > 0 ? (int)min_i64(threads, rk_thread_count())
+                         : rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
     if (nt > rows)
         nt = (int)rows;
     gc_task tasks[RK_MAX_THREADS];

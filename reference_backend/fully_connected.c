@@ -67,9 +67,10 @@ static void *fc_few_rows_run(void *arg)
 
 static void fc_few_rows(const float *x, const float *w, const float *bias, float *y,
                         int64_t n, int64_t k, int64_t m, int transpose_weights,
-                        const rk_epilogue *epilogue)
+                        const rk_epilogue *epilogue, int threads)
 {
-    int nt = rk_threads_for((double)k * (double)m, RK_STREAM_MIN_WEIGHTS_PER_THREAD);
+    int nt = threads > 0 ? (int)min_i64(threads, rk_thread_count())
+                         : rk_threads_for((double)k * (double)m, RK_STREAM_MIN_WEIGHTS_PER_THREAD);
     if (nt > m)
         nt = (int)m;
     fc_task tasks[RK_MAX_THREADS];
@@ -106,7 +107,7 @@ int rk_fully_connected_fused(const float *x, const float *w, const float *bias, 
                              int64_t n, int64_t k, int64_t m, int transpose_weights,
                              const rk_epilogue *epilogue)
 {
-    return rk_fully_connected_packed(x, w, NULL, bias, y, n, k, m, transpose_weights, epilogue);
+    return rk_fully_connected_packed(x, w, NULL, bias, y, n, k, m, transpose_weights, epilogue, 0);
 }
 
 int rk_fully_connected_uses_packed(int64_t n)
@@ -116,14 +117,14 @@ int rk_fully_connected_uses_packed(int64_t n)
 
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
                               const float *bias, float *y, int64_t n, int64_t k, int64_t m,
-                              int transpose_weights, const rk_epilogue *epilogue)
+                              int transpose_weights, const rk_epilogue *epilogue, int threads)
 {
     if (n <= 0 || m <= 0)
         return 0;
     /* Streaming beats GEMM + packing up to ~4 rows (measured for k, m from
        1024 to 4096; for [m, k] weights with small k*m up to ~8 rows). */
     if (k > 0 && n <= RK_FC_STREAM_ROWS) {
-        fc_few_rows(x, w, bias, y, n, k, m, transpose_weights, epilogue);
+        fc_few_rows(x, w, bias, y, n, k, m, transpose_weights, epilogue, threads);
         return 0;
     }
     gemm_op op;
@@ -147,6 +148,7 @@ int rk_fully_connected_packed(const float *x, const float *w, const float *packe
     op.n = m;
     op.k = k;
     op.epilogue = epilogue;
+    op.threads = threads;
     return rk_gemm_run(&op);
 }
 

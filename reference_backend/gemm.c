@@ -502,19 +502,23 @@ int rk_gemm_run(const gemm_op *op)
        busy core), and the shared B packing is a short serial-ish phase:
        measured, a second thread only pays off from ~50 MFLOP on. */
     double flops = 2.0 * (double)M * (double)N * (double)K;
-    int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
+    int nt = op->threads > 0 ? min_i64(op->threads, rk_thread_count())
+                             : rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
     /* Units: row blocks of at most the cache-sized A block (guided with several
        threads); then, when that gives too few units (few rows), narrower columns
        (which re-pack A) until every thread can claim RK_UNITS_PER_THREAD, so a
-       late or slowed thread is absorbed by the others. */
+       late or slowed thread is absorbed by the others. Columns narrower than 4 micro-panels
+       only where there are fewer units than threads (a 7 x 7 image has four row panels):
+       there the threads would otherwise idle. */
     int64_t w_eff = min_i64(slab_w, N);
     const int64_t target = nt > 1 ? RK_UNITS_PER_THREAD * (int64_t)nt : 1;
     const int64_t row_panels = ceil_div(M, mr), max_p = max_i64(1, u->mc / mr);
     const int nt_blocks = nt; /* nt may shrink below; the block starts are computed again */
     sh.nrow = row_blocks(row_panels, max_p, nt_blocks, NULL);
     sh.nu = balanced_block(w_eff, u->nc, nr);
-    while (sh.nrow * ceil_div(w_eff, sh.nu) < target && sh.nu > 4 * nr)
+    while (sh.nrow * ceil_div(w_eff, sh.nu) < target &&
+           (sh.nu > 4 * nr || (sh.nu > nr && sh.nrow * ceil_div(w_eff, sh.nu) < nt)))
         sh.nu = balanced_block(w_eff, ceil_div(sh.nu, 2 * nr) * nr, nr);
     int64_t nunits = sh.nrow * ceil_div(w_eff, sh.nu);
     if (nt > nunits)

@@ -171,14 +171,17 @@ typedef struct rk_epilogue {
 } rk_epilogue;
 
 /* rk_fully_connected, rk_conv2d and rk_depthwise_conv2d followed by `epilogue` (NULL: none).
-   The residual must not alias y. */
+   The residual must not alias y. Where a function takes `threads`, it is how many threads to
+   use (at most rk_thread_count(); a network step's decision, see rk_conv2d_step_threads), or 0:
+   decided from the call's work. */
 int rk_fully_connected_fused(const float *x, const float *w, const float *bias, float *y,
                              int64_t n, int64_t k, int64_t m, int transpose_weights,
                              const rk_epilogue *epilogue);
 int rk_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                     const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
 int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
-                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue);
+                              const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue,
+                              int threads);
 
 /* The weights of rk_conv2d_fused (groups 1) and rk_fully_connected_fused packed once, as their
    GEMM reads them: B [k, n] with B[i][j] = b[i * rsb + j * csb] (a filter [o, K]: rsb 1,
@@ -199,10 +202,11 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
    may be NULL: then they are packed during the call, as without _packed (a 3 x 3 convolution
    then always takes the GEMM). */
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
-                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue);
+                     float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
+                     int threads);
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
                               const float *bias, float *y, int64_t n, int64_t k, int64_t m,
-                              int transpose_weights, const rk_epilogue *epilogue);
+                              int transpose_weights, const rk_epilogue *epilogue, int threads);
 
 /* Grouped convolution (Backend API 1.3): filt [o, kh, kw, c / groups]; output channel j reads the
    input channels of group j / (o / groups) only; groups divides c and o. groups == 1 is
@@ -210,6 +214,9 @@ int rk_fully_connected_packed(const float *x, const float *w, const float *packe
 int rk_grouped_conv2d_fused(const float *x, const float *filt, const float *bias, float *y,
                             const rk_conv_params *p, int64_t o, int64_t groups,
                             const rk_epilogue *epilogue);
+int rk_grouped_conv2d_threads(const float *x, const float *filt, const float *bias, float *y,
+                              const rk_conv_params *p, int64_t o, int64_t groups,
+                              const rk_epilogue *epilogue, int threads);
 
 /* TransposeConvolution2d (ONNX's ConvTranspose), NHWC: x [n, h, w, c]; filt [c, kh, kw, o / groups];
    bias [o] or NULL; y [n, oh, ow, o], input pixel (iy, ix) adding into output
@@ -238,6 +245,27 @@ int rk_resize(const float *x, float *y, const rk_resize_plan *plan);
 
 /* Number of worker threads the heavy kernels may use (>=1). Default: number of online CPUs, capped at 8; the environment variable REFERENCE_BACKEND_THREADS (positive integer) overrides it when first read. */
 int rk_thread_count(void);
+
+/*
+ * A network's execute: between rk_pool_hold() and rk_pool_release() the pool's workers (up to
+ * threads - 1, started and woken by the hold) spin between the steps' jobs instead of going to
+ * sleep, so that a step's hand-off costs about a microsecond and a thread pays for much
+ * smaller layers than in a lone call. Holds from several threads add up; each hold is released
+ * once.
+ */
+void rk_pool_hold(int threads);
+void rk_pool_release(void);
+
+/*
+ * The threads a network step of this layer should run on while the pool is held, decided once
+ * when its program is compiled or loaded (step_threads.c): the layer's work over the work that
+ * pays a hot thread (RK_STEP_*), at most rk_thread_count(), and never more than the parts its
+ * split gives (row panels times column blocks of the GEMM, output rows times channel blocks of
+ * a depthwise convolution). 1: the step stays on the calling thread.
+ */
+int rk_conv2d_step_threads(const rk_conv_params *p, int64_t o, int64_t groups);
+int rk_depthwise_step_threads(const rk_conv_params *p, int64_t mult);
+int rk_fully_connected_step_threads(int64_t n, int64_t k, int64_t m);
 
 #ifdef __cplusplus
 }

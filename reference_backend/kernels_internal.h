@@ -42,6 +42,29 @@
 #ifndef RK_SMALL_MIN_WORK_PER_THREAD
 #define RK_SMALL_MIN_WORK_PER_THREAD 2e6
 #endif
+/*
+ * The same thresholds for the steps of a network's execute, whose thread counts are decided
+ * when the program is compiled (step_threads.c): there the pool is held (rk_pool_hold), its
+ * workers spin between the steps and a block reaches one in about a microsecond, so a thread
+ * pays from a few tens of microseconds of work on.
+ */
+#ifndef RK_STEP_GEMM_MIN_FLOP_PER_THREAD
+#define RK_STEP_GEMM_MIN_FLOP_PER_THREAD 2e6
+#endif
+#ifndef RK_STEP_SMALL_MIN_WORK_PER_THREAD
+#define RK_STEP_SMALL_MIN_WORK_PER_THREAD 0.4e6
+#endif
+/* Depthwise: little arithmetic per input byte, and in a network its input was just written by
+   the step before, partly from the other cores' caches: on the development VM a second thread
+   gained nothing on 14 x 14 x 576 (2 MFLOP), 1.3x on 28 x 28 x 192 (2.7 MFLOP) and 1.8x on
+   56 x 56 x 144 (8 MFLOP), while alone, with its input in both caches, 14 x 14 x 384 gained
+   1.7x. (The grouped convolution does cin times more work per byte: RK_STEP_SMALL.) */
+#ifndef RK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD
+#define RK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD 1.5e6
+#endif
+#ifndef RK_STEP_STREAM_MIN_WEIGHTS_PER_THREAD
+#define RK_STEP_STREAM_MIN_WEIGHTS_PER_THREAD 0.25e6
+#endif
 /* GEMM work units per thread: enough that a thread started late or slowed
    down by other load is absorbed by the others. */
 #ifndef RK_UNITS_PER_THREAD
@@ -380,6 +403,12 @@ static inline void tap_range(int64_t base, int64_t d, int64_t lim, int64_t kmax,
 #ifndef RK_SPIN_NS
 #define RK_SPIN_NS 500000
 #endif
+/* How long a worker spins for the next job while an execute holds the pool: past the longest
+   single-threaded step of a typical network, short enough that a caller who stops calling
+   (or a step far longer than that) does not keep the cores busy for nothing. */
+#ifndef RK_HOLD_SPIN_NS
+#define RK_HOLD_SPIN_NS 4000000
+#endif
 
 static inline void rk_cpu_relax(void)
 {
@@ -404,6 +433,18 @@ int rk_threads_for(double work, double min_per_thread);
    one thread is worth it. */
 void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
                      void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
+
+/* rk_parallel_for on nt threads (at most; fewer where the range has fewer grains). */
+void rk_parallel_for_threads(int64_t n, int64_t grain, int nt,
+                             void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx);
+
+/* Chunks per thread in rk_parallel_for: enough that the threads finish close together when one
+   is slowed down, few enough that each claim (one atomic add) stays negligible next to the
+   chunk's work. */
+#define RK_CHUNKS_PER_THREAD 4
+
+/* The most parts a depthwise convolution splits into (output rows times channel blocks). */
+int64_t rk_depthwise_parts(const rk_conv_params *p, int64_t mult);
 
 /* Elements (floats copied) per thread before another is worth starting: memory-bound work
    (copies, cheap element-wise functions), and work of a few nanoseconds an element (exp, log,
@@ -491,6 +532,9 @@ typedef struct gemm_op {
     int64_t ldc;
     int64_t m, n, k;
     const rk_epilogue *epilogue; /* or NULL */
+    /* threads to use (a network step's decision, see step_threads.c), or 0: decided here
+       from the work (RK_GEMM_MIN_FLOP_PER_THREAD) */
+    int threads;
     /* B already packed by rk_gemm_pack_b for this u, k and n (then b, rsb and csb are not
        read), or NULL: packed during the call, slab by slab */
     const float *bpacked;
@@ -524,6 +568,7 @@ float *rk_winograd_pack(const float *filt, const rk_conv_params *p, int64_t o, i
 /* rk_conv2d_packed for a convolution rk_winograd_tile gave m for, its filter packed by
    rk_winograd_pack. */
 int rk_winograd_conv(const float *x, const float *packed, const float *bias, float *y,
-                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue);
+                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue,
+                     int threads);
 
 #endif /* RK_INTERNAL_H */

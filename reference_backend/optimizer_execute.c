@@ -3,6 +3,7 @@
  * program (its steps in order, over slots bound to the caller's buffers, the constants and the
  * planned arena). Nothing is allocated or looked up while they run.
  */
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "optimizer_internal.h"
@@ -60,16 +61,18 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
     case BACKEND_LAYER_FULLY_CONNECTED:
         failed = rk_fully_connected_packed(operand[OPERAND_X], operand[OPERAND_W], k->packed,
                                            k->has_bias ? operand[OPERAND_BIAS] : NULL, y, k->n,
-                                           k->k, k->m, k->transpose_weights, &epilogue);
+                                           k->k, k->m, k->transpose_weights, &epilogue,
+                                           k->threads);
         break;
     case BACKEND_LAYER_CONVOLUTION2D:
         failed = k->groups == 1
                      ? rk_conv2d_packed(operand[OPERAND_X], operand[OPERAND_W], k->packed,
                                         k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
-                                        k->channels_out, &epilogue)
-                     : rk_grouped_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
-                                               k->has_bias ? operand[OPERAND_BIAS] : NULL, y,
-                                               &k->window, k->channels_out, k->groups, &epilogue);
+                                        k->channels_out, &epilogue, k->threads)
+                     : rk_grouped_conv2d_threads(operand[OPERAND_X], operand[OPERAND_W],
+                                                 k->has_bias ? operand[OPERAND_BIAS] : NULL, y,
+                                                 &k->window, k->channels_out, k->groups,
+                                                 &epilogue, k->threads);
         break;
     case BACKEND_LAYER_ACTIVATION:
         failed = rk_activation(operand[OPERAND_X], y, k->n, epilogue.function, epilogue.a, epilogue.b);
@@ -77,20 +80,44 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
     default:
         failed = rk_depthwise_conv2d_fused(operand[OPERAND_X], operand[OPERAND_W],
                                            k->has_bias ? operand[OPERAND_BIAS] : NULL, y,
-                                           &k->window, k->channels_out / k->window.c, &epilogue);
+                                           &k->window, k->channels_out / k->window.c, &epilogue,
+                                           k->threads);
         break;
     }
     if (failed)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
                         "out of memory for the fused kernel's scratch space");
     if (profiling != NULL)
-        ref_record_event(profiling, k->num_layer_ids == 1 ? ref_layer_name(k->layer_type)
-                         : k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
-                         : k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "fused Convolution2d"
-                         : k->layer_type == BACKEND_LAYER_ACTIVATION ? "fused swish"
-                         : "fused DepthwiseConvolution2d",
-                         k->layer_ids, k->num_layer_ids, start, ref_now_ns(), fused_macs(k));
+        ref_record_event(profiling, k->event_name, k->layer_ids, k->num_layer_ids, start,
+                         ref_now_ns(), fused_macs(k));
     return BACKEND_STATUS_OK;
+}
+
+void ref_fused_plan(FusedKernel *k)
+{
+    const char *name = k->num_layer_ids == 1 ? ref_layer_name(k->layer_type)
+                       : k->layer_type == BACKEND_LAYER_FULLY_CONNECTED ? "fused FullyConnected"
+                       : k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "fused Convolution2d"
+                       : k->layer_type == BACKEND_LAYER_ACTIVATION ? "fused swish"
+                       : "fused DepthwiseConvolution2d";
+    switch (k->layer_type) {
+    case BACKEND_LAYER_FULLY_CONNECTED:
+        k->threads = rk_fully_connected_step_threads(k->n, k->k, k->m);
+        break;
+    case BACKEND_LAYER_CONVOLUTION2D:
+        k->threads = rk_conv2d_step_threads(&k->window, k->channels_out, k->groups);
+        break;
+    case BACKEND_LAYER_ACTIVATION:
+        k->threads = 0; /* element-wise: decided per call, from the elements */
+        break;
+    default:
+        k->threads = rk_depthwise_step_threads(&k->window, k->channels_out / k->window.c);
+        break;
+    }
+    if (k->threads > 1)
+        snprintf(k->event_name, sizeof k->event_name, "%s (%d threads)", name, k->threads);
+    else
+        snprintf(k->event_name, sizeof k->event_name, "%s", name);
 }
 
 static void fused_destroy(BackendCompiledSubgraph *self)
@@ -197,10 +224,13 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
             b[s].data = (void *)p->constants[s];
         }
     }
-    for (uint32_t i = 0; i < p->num_steps; i++) {
+    /* the workers stay hot from step to step; released on every way out below */
+    if (p->threads > 1)
+        rk_pool_hold(p->threads);
+    BackendStatus status = BACKEND_STATUS_OK;
+    for (uint32_t i = 0; i < p->num_steps && status == BACKEND_STATUS_OK; i++) {
         const Step *step = &p->steps[i];
         BackendBuffer *in = p->step_inputs;
-        BackendStatus status;
         int64_t start = 0;
         for (uint32_t j = 0; j < step->record.num_inputs; j++)
             in[j] = b[step->inputs[j]];
@@ -215,10 +245,10 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
                 ref_record_event(profiling, ref_layer_name(step->record.layer_type),
                                  &step->record.layer_id, 1, start, ref_now_ns(), 0);
         }
-        if (status != BACKEND_STATUS_OK)
-            return status;
     }
-    return BACKEND_STATUS_OK;
+    if (p->threads > 1)
+        rk_pool_release();
+    return status;
 }
 
 BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
@@ -232,6 +262,12 @@ BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
     p->arena = malloc(p->arena_bytes ? p->arena_bytes : 1);
     if (p->scratch == NULL || p->step_inputs == NULL || p->arena == NULL)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    p->threads = 1;
+    for (uint32_t i = 0; i < p->num_steps; i++) {
+        const FusedKernel *k = (const FusedKernel *)p->steps[i].fused;
+        if (k != NULL && k->threads > p->threads)
+            p->threads = k->threads;
+    }
     p->base.struct_size = (uint32_t)sizeof p->base;
     p->base.reserved = 0;
     p->base.execute = program_execute;

@@ -56,6 +56,8 @@ BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, u
     copy.owned = NULL;
     copy.packed = NULL;
     copy.epilogue.residual = NULL;
+    copy.threads = 0;
+    memset(copy.event_name, 0, sizeof copy.event_name);
     for (int i = 0; i < OPERAND_COUNT; i++)
         copy.operands[i].constant = NULL;
     memcpy(out, &header, sizeof header);
@@ -219,6 +221,7 @@ static BackendStatus load_fused(const void *data, uint64_t size, BackendCompiled
         k->base.destroy(&k->base);
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     }
+    ref_fused_plan(k);
     *compiled = &k->base;
     return BACKEND_STATUS_OK;
 }

@@ -278,6 +278,7 @@ static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, const ReaderTable
     k->layer_ids[0] = layer->id;
     k->layer_ids[1] = g->layers[product]->id;
     k->num_layer_ids = 2;
+    ref_fused_plan(k);
     *output = g->layers[product]->output_tensors[0];
     *last = (uint32_t)(product > (int64_t)head ? product : head);
     return k;
@@ -330,16 +331,23 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         produced = g->layers[product]->output_tensors[0];
     }
     /* alone, a layer becomes a fused kernel only for what it keeps between executions: its
-       constant weights packed once for the GEMM */
-    if (count == 1 && !(is_constant(g, layer->input_tensors[1]) &&
-                        ((d->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
-                          rk_fully_connected_uses_packed(d->inputs[0].dimensions[0])) ||
-                         (d->layer_type == BACKEND_LAYER_CONVOLUTION2D && conv_groups(d) == 1))))
+       constant weights packed once for the GEMM, or a thread count above one decided once */
+    const int packs = (d->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
+                       rk_fully_connected_uses_packed(d->inputs[0].dimensions[0])) ||
+                      (d->layer_type == BACKEND_LAYER_CONVOLUTION2D && conv_groups(d) == 1);
+    if (count == 1 && !is_constant(g, layer->input_tensors[1]))
         return NULL;
 
     k = new_kernel(d, status);
     if (k == NULL)
         return NULL;
+    if (count == 1 && !packs) {
+        ref_fused_plan(k);
+        if (k->threads <= 1) {
+            k->base.destroy(&k->base);
+            return NULL;
+        }
+    }
     if (swish) {
         swish_epilogue(k);
     } else if (activation != NULL) {
@@ -363,6 +371,7 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
     for (int m = 0; m < count; m++)
         k->layer_ids[m] = g->layers[members[m]]->id;
     k->num_layer_ids = (uint32_t)count;
+    ref_fused_plan(k);
     *output = produced;
     *last = (uint32_t)members[0];
     for (int m = 1; m < count; m++)

@@ -84,6 +84,11 @@ typedef struct FusedKernel {
     float *packed;                      /* constant weights as the kernel reads them (GEMM or
                                            Winograd), owned, packed when compiled or loaded
                                            (never serialized), or NULL */
+    /* set by ref_fused_plan when compiled or loaded, for this process's threads (never
+       serialized): the threads its execute passes to the kernel, and the name of its
+       profiling events, which says the thread count where it is above one */
+    int threads;
+    char event_name[64];
 } FusedKernel;
 
 /* ---- the program: every layer of one group, run in one call ----------------------------------
@@ -145,6 +150,7 @@ typedef struct Program {
     RefProfiling *profiling;
     BackendBuffer *scratch;             /* per-call buffers: num_slots entries */
     BackendBuffer *step_inputs;         /* per-call buffers of one step: its most inputs */
+    int threads;                        /* the most any fused step runs on (held while it runs) */
 } Program;
 
 static inline int64_t elements(const BackendTensorInfo *info)
@@ -186,6 +192,10 @@ void ref_fused_init(FusedKernel *k);
    once, for every execution (k->packed); OUT_OF_MEMORY or OK (also when there is nothing to
    pack). */
 BackendStatus ref_fused_pack(FusedKernel *k);
+
+/* Decides the threads a fused kernel runs on (rk_conv2d_step_threads and the like) and names
+   its profiling events; after its layers (num_layer_ids) are known. */
+void ref_fused_plan(FusedKernel *k);
 
 /* Allocates a program's per-call buffers and arena (arena_bytes, planned) and sets its header
    and methods. */

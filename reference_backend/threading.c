@@ -7,10 +7,11 @@
  * routine (never pthread_exit, which would unwind and may dlopen libgcc_s) and call nothing that
  * takes the dynamic linker's lock, so joining them under that lock in the destructor is safe.
  * A kernel that finds the pool busy (another thread's job) runs its blocks itself; results never
- * depend on how many blocks ran on which thread. A worker that runs out of blocks polls for the
- * next job for RK_SPIN_NS (0.5 ms) before it sleeps, and so does a job owner waiting for a
- * worker's last block. The job's threads are kept on distinct CPUs where the process may use
- * enough of them (see "placement").
+ * depend on how many blocks ran on which thread. Blocks are claimed without a lock (one atomic
+ * word); a worker that runs out of blocks polls for the next job for RK_SPIN_NS (0.5 ms), or
+ * RK_HOLD_SPIN_NS while a network's execute holds the pool, before it sleeps, and a job owner
+ * polls RK_SPIN_NS for a worker's last block. A worker joining a job moves itself off a CPU
+ * another participant runs on (see "placement").
  *
  * Every piece of this file's static state is set by rk_pool_init() when the library is loaded;
  * none is trusted to start zeroed (see there).
@@ -62,33 +63,47 @@ int rk_thread_count(void)
 
 /* ---- the pool --------------------------------------------------------------------------- */
 
+/*
+ * One job at a time: n argument blocks, claimed one by one through a single atomic word that
+ * holds the job's generation and its next unclaimed block, so claiming takes no lock and a
+ * claim made for an earlier job fails instead of taking a block of the current one. The job's
+ * fields are written before the word announces the job and stay unchanged until every block
+ * has finished, which its owner waits for before it returns; a worker that read them for an
+ * older job finds its claim refused. Locks and condition variables are only for sleeping: a
+ * worker that finds no job for its spin time, and a job owner whose last block is still being
+ * run by a worker that the scheduler has taken off its CPU.
+ */
+#define CLAIM_GEN(w) ((uint32_t)((uint64_t)(w) >> 32))
+#define CLAIM_NEXT(w) ((int)((uint64_t)(w) & 0xffffffffu))
+#define CLAIM_WORD(gen, next) (((uint64_t)(gen) << 32) | (uint32_t)(next))
+#define CLAIM_CLOSED 0x7fffffff
+
 static struct {
     pthread_mutex_t job;      /* held by the thread whose job the pool runs */
-    pthread_mutex_t mu;       /* guards everything below */
-    pthread_cond_t work;      /* workers wait here for blocks or stop */
-    pthread_cond_t idle;      /* the job owner waits here for running blocks */
+    pthread_mutex_t mu;       /* sleeping and waking, starting and stopping workers */
+    pthread_cond_t work;      /* sleeping workers wait here for a job or stop */
+    pthread_cond_t idle;      /* a sleeping job owner waits here for the last block */
     pthread_t tid[RK_MAX_THREADS];
-    int nworkers;             /* started, not yet joined */
-    int stop;
-    /* current job: blocks next..nblocks-1 are unclaimed, `running` are being run (written
-       under mu; read without it by a spinning job owner) */
-    void *(*fn)(void *);
-    char *base;
-    size_t stride;
-    int next, nblocks;
-    atomic_int running;
-    /* bumped (under mu) whenever a job is posted or stop is set: idle workers spin on it */
-    atomic_uint posted;
-    /* CPUs the current job's participants run on: the owner's first, then each worker's as it
-       joins */
-    int cpus[RK_MAX_THREADS];
-    int ncpus;
-    /* per worker: between jobs (spinning or asleep); the CPU it spins on, -1 asleep (written by
-       the worker without mu); affinity narrowed by a job owner, and the mask to restore */
-    int between_jobs[RK_MAX_THREADS];
-    atomic_int where[RK_MAX_THREADS];
+    atomic_int nworkers;      /* started, not yet joined (changed under mu) */
+    atomic_int stop;
+    /* the current job (relaxed: published by the release store of `claim`) */
+    atomic_uintptr_t fn, base;
+    atomic_size_t stride;
+    atomic_int nblocks;
+    _Atomic uint64_t claim;   /* generation << 32 | next unclaimed block */
+    atomic_int finished;      /* blocks of the current job run to completion */
+    atomic_int owner_waits;   /* the owner sleeps on `idle`, or is about to */
+    atomic_int sleepers;      /* workers asleep on `work`, or about to */
+    atomic_uint wakeups;      /* bumped to wake sleeping workers without a job (a hold) */
+    atomic_int hold;          /* executes that keep the workers spinning between their jobs */
+    /* placement: the CPUs of the current job's participants, the owner's first */
+    atomic_int cpus[RK_MAX_THREADS];
+    atomic_int ncpus;
+    /* per worker, touched by that worker only: moved off a CPU another participant ran on,
+       and the affinity it had before */
     int narrowed[RK_MAX_THREADS];
     cpu_set_t affinity[RK_MAX_THREADS];
+    uint32_t first_gen[RK_MAX_THREADS]; /* the generation when it was started */
 } g_pool; /* set by rk_pool_init() */
 
 /* ---- short spins before sleeping ----------------------------------------------------------- */
@@ -100,37 +115,70 @@ int64_t rk_now_ns(void)
     return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* Polls `*word != seen` for up to RK_SPIN_NS, publishing the CPU it spins on in `*where`; 1 if
-   the word changed. */
-static int spin_while_equal(atomic_uint *word, unsigned seen, atomic_int *where)
+/*
+ * Polls for a job of a generation other than `seen` (or stop) for up to RK_SPIN_NS, or, while
+ * an execute holds the pool (rk_pool_hold), for up to RK_HOLD_SPIN_NS since the spin began;
+ * 1 when one came. The spin ends RK_SPIN_NS after the last hold was seen released, so the
+ * workers stay on their cores across the short gap between two executes.
+ */
+static int spin_for_job(uint32_t seen)
 {
     const int64_t start = rk_now_ns();
+    int64_t held_until = start;
     for (;;) {
-        atomic_store_explicit(where, sched_getcpu(), memory_order_relaxed);
         for (int i = 0; i < 64; i++) {
-            if (atomic_load_explicit(word, memory_order_acquire) != seen)
+            if (CLAIM_GEN(atomic_load_explicit(&g_pool.claim, memory_order_acquire)) != seen ||
+                atomic_load_explicit(&g_pool.stop, memory_order_relaxed))
                 return 1;
             rk_cpu_relax();
         }
-        if (rk_now_ns() - start > RK_SPIN_NS)
+        /* on a CPU shared with another runnable thread (another process, or this job's
+           owner placed here), let it run: a spin that holds the CPU would slow the very
+           step it waits for; with nothing else runnable the call returns at once */
+        sched_yield();
+        const int64_t now = rk_now_ns();
+        if (atomic_load_explicit(&g_pool.hold, memory_order_relaxed) > 0) {
+            if (now - start > RK_HOLD_SPIN_NS)
+                return 0;
+            held_until = now;
+        } else if (now - held_until > RK_SPIN_NS) {
             return 0;
+        }
     }
 }
 
-/* Claims and runs blocks of the current job until none is left; called with mu held, returns
-   with mu held. */
-static void run_claimed_blocks(void)
+/* Claims and runs blocks of the job of generation `gen` until none is left; 0 when the job
+   had none left (or is no longer current). */
+static int run_blocks(uint32_t gen)
 {
-    while (g_pool.next < g_pool.nblocks) {
-        int i = g_pool.next++;
-        void *(*fn)(void *) = g_pool.fn;
-        char *arg = g_pool.base + (size_t)i * g_pool.stride;
-        atomic_fetch_add(&g_pool.running, 1);
-        pthread_mutex_unlock(&g_pool.mu);
-        fn(arg);
-        pthread_mutex_lock(&g_pool.mu);
-        if (atomic_fetch_sub(&g_pool.running, 1) == 1 && g_pool.next >= g_pool.nblocks)
+    int ran = 0;
+    uint64_t w = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
+    for (;;) {
+        if (CLAIM_GEN(w) != gen)
+            return ran;
+        const int i = CLAIM_NEXT(w), n = atomic_load_explicit(&g_pool.nblocks, memory_order_relaxed);
+        if (i >= n)
+            return ran;
+        void *(*fn)(void *) = (void *(*)(void *))atomic_load_explicit(&g_pool.fn, memory_order_relaxed);
+        char *base = (char *)atomic_load_explicit(&g_pool.base, memory_order_relaxed);
+        const size_t stride = atomic_load_explicit(&g_pool.stride, memory_order_relaxed);
+        /* on success the generation was still `gen`: the fields read above are its fields
+           (an owner closes the word before it writes the next job's, and this fence pairs
+           with the one after that), and they stay so until this block is counted finished */
+        atomic_thread_fence(memory_order_acquire);
+        if (!atomic_compare_exchange_weak_explicit(&g_pool.claim, &w, w + 1, memory_order_acquire,
+                                                   memory_order_acquire))
+            continue;
+        fn(base + (size_t)i * stride);
+        ran = 1;
+        if (atomic_fetch_add(&g_pool.finished, 1) + 1 == n && atomic_load(&g_pool.owner_waits)) {
+            /* the owner announced its sleep before reading `finished`: it holds mu until it
+               waits, so this signal cannot come before the wait */
+            pthread_mutex_lock(&g_pool.mu);
             pthread_cond_signal(&g_pool.idle);
+            pthread_mutex_unlock(&g_pool.mu);
+        }
+        w = atomic_load_explicit(&g_pool.claim, memory_order_acquire);
     }
 }
 
@@ -141,132 +189,94 @@ static void run_claimed_blocks(void)
  * its caller ran was seen to be placed on the caller's CPU and left there for whole jobs while
  * the other CPU idled, the two threads taking turns: FullyConnected at the single-thread time.
  * (An idle virtual CPU that the host has descheduled does not count as available to the guest's
- * wake-up placement.) So the pool places the threads of a job itself, without changing which
- * blocks run where:
- *  - the job owner steers each idle worker that sleeps, or spins on the owner's CPU, away from
- *    that CPU by narrowing its affinity to the other CPUs it may use (the kernel moves a queued
- *    thread at once, and wakes a sleeping one elsewhere);
- *  - a worker joining the job that still shares a CPU with another participant (two workers
- *    met, or it had moved since it last said where it was) moves itself to a free one the same
- *    way.
- * A narrowed or moved worker keeps its narrowed affinity until it leaves the job, since a
- * thread that sleeps during the job (on a lock, or waiting for other blocks) is placed again
- * when it wakes; then it restores the mask it had. No narrowing outlives the job it was made
- * for. Nothing moves when no allowed CPU is free, a CPU is unknown or the affinity calls fail.
+ * wake-up placement.) So a worker joining a job that finds itself on a CPU another participant
+ * of the job runs on (the owner, or a worker that joined first) moves itself to a CPU none of
+ * them uses, by narrowing its own affinity (the kernel moves it before the call returns). It
+ * keeps the narrowed affinity while it stays hot and gives back the mask it had before it
+ * sleeps, so no narrowing outlives the spell of work it was made for. Nothing moves when no
+ * allowed CPU is free, a CPU is unknown or the affinity calls fail; which blocks run where
+ * never depends on it.
  */
-
-/* Narrows the affinity of the idle workers that sleep or spin on `cpu` to exclude it (mu held).
-   A worker still narrowed is narrowed again from its own mask. */
-static void steer_idle_workers(int cpu)
+static void join_job(int id)
 {
-    if (cpu < 0 || cpu >= CPU_SETSIZE)
-        return;
-    for (int i = 0; i < g_pool.nworkers; i++) {
-        const int at = atomic_load_explicit(&g_pool.where[i], memory_order_relaxed);
-        if (!g_pool.between_jobs[i] || (at != -1 && at != cpu))
-            continue;
-        cpu_set_t *mine = &g_pool.affinity[i];
-        if (!g_pool.narrowed[i] &&
-            (pthread_getaffinity_np(g_pool.tid[i], sizeof *mine, mine) != 0 ||
-             !CPU_ISSET(cpu, mine)))
-            continue;
-        cpu_set_t others = *mine;
-        CPU_CLR(cpu, &others);
-        if (CPU_COUNT(&others) > 0 &&
-            pthread_setaffinity_np(g_pool.tid[i], sizeof others, &others) == 0)
-            g_pool.narrowed[i] = 1;
+    int cpu = sched_getcpu();
+    const int taken = atomic_load(&g_pool.ncpus);
+    int shared = 0, list[RK_MAX_THREADS];
+    for (int i = 0; i < taken && i < RK_MAX_THREADS; i++) {
+        list[i] = atomic_load_explicit(&g_pool.cpus[i], memory_order_relaxed);
+        shared |= cpu >= 0 && list[i] == cpu;
     }
+    if (shared) {
+        cpu_set_t mine = g_pool.affinity[id];
+        if (g_pool.narrowed[id] || pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
+            cpu_set_t free_cpus = mine;
+            for (int i = 0; i < taken && i < RK_MAX_THREADS; i++)
+                if (list[i] >= 0 && list[i] < CPU_SETSIZE)
+                    CPU_CLR(list[i], &free_cpus);
+            if (CPU_COUNT(&free_cpus) > 0 &&
+                pthread_setaffinity_np(pthread_self(), sizeof free_cpus, &free_cpus) == 0) {
+                cpu = sched_getcpu();
+                if (!g_pool.narrowed[id]) {
+                    g_pool.affinity[id] = mine;
+                    g_pool.narrowed[id] = 1;
+                }
+            }
+        }
+    }
+    const int slot = atomic_fetch_add(&g_pool.ncpus, 1);
+    if (slot < RK_MAX_THREADS)
+        atomic_store_explicit(&g_pool.cpus[slot], cpu, memory_order_relaxed);
 }
 
-/* Gives worker `id` back the affinity it had before an owner narrowed it (mu held, released
-   around the call; the worker counts as busy meanwhile, so no owner narrows it again). */
+/* Gives worker `id` back the affinity it had before it moved itself. */
 static void restore_affinity(int id)
 {
     if (!g_pool.narrowed[id])
         return;
-    const int between = g_pool.between_jobs[id];
-    cpu_set_t mine = g_pool.affinity[id];
-    g_pool.narrowed[id] = g_pool.between_jobs[id] = 0;
-    pthread_mutex_unlock(&g_pool.mu);
-    pthread_setaffinity_np(pthread_self(), sizeof mine, &mine);
-    pthread_mutex_lock(&g_pool.mu);
-    g_pool.between_jobs[id] = between;
-}
-
-/* Worker `id` joins the current job (mu held, released around system calls): off any CPU
-   another participant uses, its CPU recorded among theirs. A move counts as a narrowing: it
-   lasts until the worker leaves the job. The free CPUs are taken from the worker's own mask,
-   not from a narrowing made for this job or an earlier one. */
-static void join_job(int id)
-{
-    int cpu = sched_getcpu(), shared = 0;
-    for (int i = 0; i < g_pool.ncpus; i++)
-        shared |= cpu >= 0 && g_pool.cpus[i] == cpu;
-    if (shared) {
-        int taken[RK_MAX_THREADS], ntaken = g_pool.ncpus;
-        memcpy(taken, g_pool.cpus, sizeof(int) * (size_t)ntaken);
-        const int narrowed = g_pool.narrowed[id];
-        cpu_set_t mine = g_pool.affinity[id];
-        pthread_mutex_unlock(&g_pool.mu); /* not between jobs: no owner narrows it meanwhile */
-        int moved = 0;
-        if (narrowed || pthread_getaffinity_np(pthread_self(), sizeof mine, &mine) == 0) {
-            cpu_set_t free_cpus = mine;
-            for (int i = 0; i < ntaken; i++)
-                if (taken[i] >= 0 && taken[i] < CPU_SETSIZE)
-                    CPU_CLR(taken[i], &free_cpus);
-            /* the kernel moves a thread whose CPU leaves its affinity before the call returns */
-            if (CPU_COUNT(&free_cpus) > 0 &&
-                pthread_setaffinity_np(pthread_self(), sizeof free_cpus, &free_cpus) == 0) {
-                cpu = sched_getcpu();
-                moved = 1;
-            }
-        }
-        pthread_mutex_lock(&g_pool.mu);
-        if (moved && !narrowed) {
-            g_pool.affinity[id] = mine;
-            g_pool.narrowed[id] = 1;
-        }
-    }
-    if (g_pool.ncpus < RK_MAX_THREADS)
-        g_pool.cpus[g_pool.ncpus++] = cpu;
+    g_pool.narrowed[id] = 0;
+    pthread_setaffinity_np(pthread_self(), sizeof g_pool.affinity[id], &g_pool.affinity[id]);
 }
 
 /*
- * A worker that runs out of blocks keeps polling for the next job for RK_SPIN_NS before it
+ * A worker that runs out of blocks keeps polling for the next job (spin_for_job) before it
  * sleeps on the condition variable: waking a sleeping thread costs from tens of microseconds
  * (an idle virtual CPU) to milliseconds (a core busy with another process, where the woken
- * thread waits for its turn), while a kernel called again soon (the next layer, the next
- * inference) finds a spinning worker already running on its core.
+ * thread waits for its turn), while a kernel called again soon (the next step of a network,
+ * the next inference) finds a spinning worker already running on its core.
  */
 static void *worker_main(void *arg)
 {
     const int id = (int)(intptr_t)arg;
-    pthread_mutex_lock(&g_pool.mu);
+    uint32_t seen = g_pool.first_gen[id];
     for (;;) {
-        g_pool.between_jobs[id] = 1;
-        if (!g_pool.stop && g_pool.next >= g_pool.nblocks) {
-            const unsigned seen = atomic_load(&g_pool.posted);
-            pthread_mutex_unlock(&g_pool.mu);
-            spin_while_equal(&g_pool.posted, seen, &g_pool.where[id]);
+        if (!spin_for_job(seen)) {
+            restore_affinity(id);
             pthread_mutex_lock(&g_pool.mu);
+            const unsigned nudged = atomic_load(&g_pool.wakeups);
+            atomic_fetch_add(&g_pool.sleepers, 1);
+            while (!atomic_load(&g_pool.stop) && CLAIM_GEN(atomic_load(&g_pool.claim)) == seen &&
+                   atomic_load(&g_pool.wakeups) == nudged)
+                pthread_cond_wait(&g_pool.work, &g_pool.mu);
+            atomic_fetch_sub(&g_pool.sleepers, 1);
+            pthread_mutex_unlock(&g_pool.mu);
         }
-        while (!g_pool.stop && g_pool.next >= g_pool.nblocks) {
-            if (g_pool.narrowed[id]) {
-                /* narrowed for a job whose blocks were all taken; mu was released: look again */
-                restore_affinity(id);
-                continue;
-            }
-            atomic_store(&g_pool.where[id], -1);
-            pthread_cond_wait(&g_pool.work, &g_pool.mu);
-        }
-        g_pool.between_jobs[id] = 0;
-        if (g_pool.stop)
+        if (atomic_load(&g_pool.stop))
             break;
-        join_job(id);
-        run_claimed_blocks();
-        restore_affinity(id);
+        const uint64_t w = atomic_load(&g_pool.claim);
+        const uint32_t gen = CLAIM_GEN(w);
+        if (gen == seen)
+            continue; /* woken by a hold, not a job: spin again */
+        if (CLAIM_NEXT(w) == CLAIM_CLOSED) {
+            rk_cpu_relax(); /* its owner is writing the job: a few stores */
+            continue;
+        }
+        seen = gen;
+        if (CLAIM_NEXT(w) < atomic_load_explicit(&g_pool.nblocks, memory_order_relaxed)) {
+            join_job(id);
+            run_blocks(gen);
+        }
     }
-    pthread_mutex_unlock(&g_pool.mu);
+    restore_affinity(id);
     return NULL; /* plain return: no unwinding, nothing that needs the loader's lock */
 }
 
@@ -277,15 +287,15 @@ static void ensure_workers(int want)
 {
     if (want > RK_MAX_THREADS - 1)
         want = RK_MAX_THREADS - 1;
-    if (g_pool.nworkers >= want || g_pool.stop)
+    if (g_pool.nworkers >= want || atomic_load(&g_pool.stop))
         return;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
     while (g_pool.nworkers < want) {
         const int id = g_pool.nworkers;
-        g_pool.between_jobs[id] = g_pool.narrowed[id] = 0;
-        atomic_store(&g_pool.where[id], -1);
+        g_pool.narrowed[id] = 0;
+        g_pool.first_gen[id] = CLAIM_GEN(atomic_load(&g_pool.claim));
         if (pthread_create(&g_pool.tid[id], NULL, worker_main, (void *)(intptr_t)id) != 0)
             break;
         g_pool.nworkers++;
@@ -301,8 +311,10 @@ static void pool_after_fork_child(void)
     pthread_cond_init(&g_pool.work, NULL);
     pthread_cond_init(&g_pool.idle, NULL);
     g_pool.nworkers = 0;
-    g_pool.next = g_pool.nblocks = 0;
-    atomic_store(&g_pool.running, 0);
+    atomic_store(&g_pool.sleepers, 0);
+    atomic_store(&g_pool.owner_waits, 0);
+    atomic_store(&g_pool.hold, 0);
+    atomic_store(&g_pool.claim, CLAIM_WORD(CLAIM_GEN(atomic_load(&g_pool.claim)) + 1, CLAIM_CLOSED));
 }
 
 static void pool_before_fork(void) { pthread_mutex_lock(&g_pool.mu); }
@@ -332,10 +344,21 @@ __attribute__((constructor)) static void rk_pool_init(void)
     pthread_mutex_init(&g_pool.mu, NULL);
     pthread_cond_init(&g_pool.work, NULL);
     pthread_cond_init(&g_pool.idle, NULL);
-    atomic_init(&g_pool.running, 0);
-    atomic_init(&g_pool.posted, 0);
+    atomic_init(&g_pool.stop, 0);
+    atomic_init(&g_pool.nworkers, 0);
+    atomic_init(&g_pool.fn, 0);
+    atomic_init(&g_pool.base, 0);
+    atomic_init(&g_pool.stride, 0);
+    atomic_init(&g_pool.nblocks, 0);
+    atomic_init(&g_pool.claim, CLAIM_WORD(0, CLAIM_CLOSED));
+    atomic_init(&g_pool.finished, 0);
+    atomic_init(&g_pool.owner_waits, 0);
+    atomic_init(&g_pool.sleepers, 0);
+    atomic_init(&g_pool.wakeups, 0);
+    atomic_init(&g_pool.hold, 0);
+    atomic_init(&g_pool.ncpus, 0);
     for (int i = 0; i < RK_MAX_THREADS; i++)
-        atomic_init(&g_pool.where[i], 0);
+        atomic_init(&g_pool.cpus[i], -1);
 }
 
 /*
@@ -347,8 +370,7 @@ __attribute__((constructor)) static void rk_pool_init(void)
 __attribute__((destructor)) static void rk_pool_shutdown(void)
 {
     pthread_mutex_lock(&g_pool.mu);
-    g_pool.stop = 1;
-    atomic_fetch_add(&g_pool.posted, 1);
+    atomic_store(&g_pool.stop, 1);
     int n = g_pool.nworkers;
     pthread_cond_broadcast(&g_pool.work);
     pthread_mutex_unlock(&g_pool.mu);
@@ -376,43 +398,80 @@ void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n)
         return;
     }
     pthread_once(&g_fork_once, register_fork_handlers);
-    pthread_mutex_lock(&g_pool.mu);
-    ensure_workers(n - 1);
-    g_pool.fn = fn;
-    g_pool.base = base;
-    g_pool.stride = stride;
-    g_pool.nblocks = n;
-    g_pool.next = 1; /* block 0 is the caller's */
-    g_pool.cpus[0] = sched_getcpu();
-    g_pool.ncpus = 1;
-    steer_idle_workers(g_pool.cpus[0]);
-    atomic_store(&g_pool.running, 0);
-    atomic_fetch_add(&g_pool.posted, 1);
-    if (n - 1 < g_pool.nworkers)
-        for (int i = 1; i < n; i++)
-            pthread_cond_signal(&g_pool.work);
-    else
-        pthread_cond_broadcast(&g_pool.work);
-    pthread_mutex_unlock(&g_pool.mu);
-    fn(base);
-
-    pthread_mutex_lock(&g_pool.mu);
-    run_claimed_blocks();
-    if (atomic_load(&g_pool.running) > 0) {
-        /* a worker is finishing its block: usually soon, so poll before sleeping */
+    if (g_pool.nworkers < n - 1) {
+        pthread_mutex_lock(&g_pool.mu);
+        ensure_workers(n - 1);
         pthread_mutex_unlock(&g_pool.mu);
+    }
+    /* every block of the previous job has finished; closing the word under a new generation
+       before the fields change makes a late claim for that job fail (see run_blocks) */
+    const uint32_t gen = CLAIM_GEN(atomic_load(&g_pool.claim)) + 1;
+    atomic_store(&g_pool.claim, CLAIM_WORD(gen, CLAIM_CLOSED));
+    atomic_thread_fence(memory_order_release);
+    atomic_store_explicit(&g_pool.fn, (uintptr_t)fn, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.base, (uintptr_t)base, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.stride, stride, memory_order_relaxed);
+    atomic_store_explicit(&g_pool.nblocks, n, memory_order_relaxed);
+    atomic_store(&g_pool.finished, 0);
+    atomic_store_explicit(&g_pool.cpus[0], sched_getcpu(), memory_order_relaxed);
+    atomic_store(&g_pool.ncpus, 1);
+    atomic_store(&g_pool.claim, CLAIM_WORD(gen, 1)); /* block 0 is the caller's */
+    const int asleep = atomic_load(&g_pool.sleepers);
+    if (asleep > 0) {
+        /* a worker counted in `sleepers` holds mu until it waits: the signal reaches it */
+        pthread_mutex_lock(&g_pool.mu);
+        for (int i = 0; i < n - 1 && i < asleep; i++)
+            pthread_cond_signal(&g_pool.work);
+        pthread_mutex_unlock(&g_pool.mu);
+    }
+    fn(base);
+    atomic_fetch_add(&g_pool.finished, 1);
+    run_blocks(gen);
+    if (atomic_load_explicit(&g_pool.finished, memory_order_acquire) < n) {
+        /* a worker is finishing its block: usually soon, so poll before sleeping */
         const int64_t start = rk_now_ns();
-        while (atomic_load_explicit(&g_pool.running, memory_order_acquire) > 0 &&
-               rk_now_ns() - start < RK_SPIN_NS)
+        while (atomic_load_explicit(&g_pool.finished, memory_order_acquire) < n &&
+               rk_now_ns() - start < RK_SPIN_NS) {
             for (int i = 0; i < 64; i++)
                 rk_cpu_relax();
-        pthread_mutex_lock(&g_pool.mu);
+            sched_yield(); /* the worker may be waiting for this CPU */
+        }
+        if (atomic_load(&g_pool.finished) < n) {
+            pthread_mutex_lock(&g_pool.mu);
+            atomic_store(&g_pool.owner_waits, 1);
+            while (atomic_load(&g_pool.finished) < n)
+                pthread_cond_wait(&g_pool.idle, &g_pool.mu);
+            atomic_store(&g_pool.owner_waits, 0);
+            pthread_mutex_unlock(&g_pool.mu);
+        }
     }
-    while (atomic_load(&g_pool.running) > 0)
-        pthread_cond_wait(&g_pool.idle, &g_pool.mu);
-    g_pool.nblocks = g_pool.next = 0;
-    pthread_mutex_unlock(&g_pool.mu);
     pthread_mutex_unlock(&g_pool.job);
+}
+
+/*
+ * Holds the pool for a network's execute: its workers (started now, up to threads - 1) keep
+ * spinning between the steps' jobs for up to RK_HOLD_SPIN_NS instead of RK_SPIN_NS, and
+ * sleeping ones are woken at once, so that the first threaded step finds them running. Pairs
+ * with rk_pool_release(); holds from several threads add up.
+ */
+void rk_pool_hold(int threads)
+{
+    atomic_fetch_add(&g_pool.hold, 1);
+    if (threads <= 1)
+        return;
+    pthread_once(&g_fork_once, register_fork_handlers);
+    pthread_mutex_lock(&g_pool.mu);
+    ensure_workers(threads - 1);
+    if (atomic_load(&g_pool.sleepers) > 0) {
+        atomic_fetch_add(&g_pool.wakeups, 1);
+        pthread_cond_broadcast(&g_pool.work);
+    }
+    pthread_mutex_unlock(&g_pool.mu);
+}
+
+void rk_pool_release(void)
+{
+    atomic_fetch_sub(&g_pool.hold, 1);
 }
 
 /* Threads worth using for `work` units when each thread should get at least
@@ -449,16 +508,20 @@ static void *range_task_run(void *arg)
     return NULL;
 }
 
-/* Chunks per thread: enough that the threads finish close together when one is slowed down,
-   few enough that each claim (one atomic add) stays negligible next to the chunk's work. */
-#define RK_CHUNKS_PER_THREAD 4
-
 void rk_parallel_for(int64_t n, int64_t grain, double work_per_item, double min_work_per_thread,
                      void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx)
 {
+    rk_parallel_for_threads(n, grain, rk_threads_for((double)n * work_per_item, min_work_per_thread),
+                            fn, ctx);
+}
+
+void rk_parallel_for_threads(int64_t n, int64_t grain, int nt,
+                             void (*fn)(void *ctx, int64_t begin, int64_t end), void *ctx)
+{
     int64_t units = (n + grain - 1) / grain;
-    int nt = rk_threads_for((double)n * work_per_item, min_work_per_thread);
     range_task tasks[RK_MAX_THREADS];
+    if (nt > RK_MAX_THREADS)
+        nt = RK_MAX_THREADS;
     if (nt > units)
         nt = (int)units;
     if (nt <= 1) {

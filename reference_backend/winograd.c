@@ -456,10 +456,12 @@ static void *wino_worker(void *arg)
  * y = conv(x, filt) + bias, then the epilogue, for a convolution rk_winograd_tile(p, o) gives
  * m for, with the filter transformed by rk_winograd_pack(filt, p, o, m). Scratch per thread: one micro-panel of tiles' transformed input (a * a *
  * mr * c floats) and products (at most RK_WINO_BUFFER_BYTES, or one micro-panel of output
- * channels). Returns 1 when an allocation fails.
+ * channels). threads: a network step's decision (step_threads.c), or 0 to decide here from
+ * the work. Returns 1 when an allocation fails.
  */
 int rk_winograd_conv(const float *x, const float *packed, const float *bias, float *y,
-                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue)
+                     const rk_conv_params *p, int64_t o, int m, const rk_epilogue *epilogue,
+                     int threads)
 {
     wino_shared sh;
     memset(&sh, 0, sizeof sh);
@@ -483,7 +485,7 @@ int rk_winograd_conv(const float *x, const float *packed, const float *bias, flo
     sh.b_one = rk_gemm_packed_b_floats(sh.u, p->c, o);
     const int64_t a2 = sh.a * sh.a, panels = ceil_div(sh.tiles, mr);
     const double flops = 2.0 * (double)a2 * (double)sh.tiles * (double)p->c * (double)o;
-    int nt = rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
+    int nt = threads > 0 ? threads : rk_threads_for(flops, RK_GEMM_MIN_FLOP_PER_THREAD);
 
     /* Items: one micro-panel of tiles each (measured faster than larger blocks with one
        thread and two: the block's transformed input and products stay in the L1 and L2
