@@ -66,6 +66,7 @@ include "_registration.pxi"
 include "networks/_subgraphs.pxi"
 include "networks/_profiling.pxi"
 include "networks/_executor.pxi"
+include "host/_segment.pxi"
 include "host/_channel.pxi"
 
 

@@ -39,7 +39,7 @@ cdef extern from "<fcntl.h>" nogil:
         O_PATH
 
 
-# Backend hosts (loader/host/_channel.pxi): shared memory, the channel, waiting on both.
+# Backend hosts (loader/host/_segment.pxi, _channel.pxi): shared memory, the channel, waiting on both.
 cdef extern from "<sys/mman.h>" nogil:
     enum:
         PROT_READ

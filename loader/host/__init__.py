@@ -18,7 +18,7 @@ The design, in the order a call travels:
   restarts and the ``max_restarts`` rule, shutdown.
 - ``channel``: the payloads of requests and replies, read back as untrusted input. The frames,
   segments and the hot path (a workload's execute) are C, in ``loader._core``
-  (``loader/host/_channel.pxi``).
+  (``loader/host/_segment.pxi``, ``loader/host/_channel.pxi``).
 - ``executor``: ``HostExecutor``, a loaded network's steps bound once in their hosts, one
   request per run of consecutive steps on one host.
 
