@@ -137,7 +137,7 @@ static int arrived_soon(dbk_channel *c)
         return 0;
     do {
         ssize_t got = recv(c->fd, &peek, 1, MSG_PEEK | MSG_DONTWAIT);
-        if (got != 0 && !(got < 0 && (errno == EAGAIN || errno == EINTR)))
+        if (got >= 0 || (errno != EAGAIN && errno != EINTR))
             return 1;           /* data, end of file or an error: recvmsg says which */
         now = now_ns();
     } while (now - start <= DBK_HOST_SPIN_NS);
