@@ -452,6 +452,9 @@ def settled(tid, mask):
 os.sched_setaffinity(0, {first})                    # the caller stays on the first CPU
 moved = tried = 0
 for _ in range(int(sys.argv[2])):
+    # The worker's spell of work ends first: a worker still hot from the last job joins the next
+    # with the affinity it had before it moved itself, and gives that back only when it sleeps.
+    time.sleep(0.02)
     os.sched_setaffinity(worker, {first})           # the worker is made to share it...
     backend.execute("FullyConnected", [x, w])
     if cpu_of(worker) != first:     # it took no block of that job (woken late): not set up
