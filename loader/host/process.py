@@ -466,17 +466,25 @@ class HostProcess:
         while size < nbytes:
             size *= 2
         segment = _core.Segment(size)
-        handle, _, outcome, payload = channel.request(
-            wire.OP["add_segment"], 0, wire.SEGMENT_WRITABLE, wire.u64(size), segment.fd,
-            self.settings.call_timeout)
-        if outcome != wire.OUTCOME_OK:
+        try:
+            handle = self.hand_over(channel, segment)
+        except BaseException:
             segment.close()
-            raise outcome_error(outcome, wire.text(wire.message(payload)))
+            raise
         if self._io is not None:
             channel.send(wire.OP["destroy"], payload=wire.destroy([self._io[1]]))
             self._io[0].close()
         self._io = (segment, handle)
         return self._io
+
+    def hand_over(self, channel, segment) -> int:
+        """Map ``segment`` writable in the host in service (lock held): its handle there."""
+        handle, _, outcome, payload = channel.request(
+            wire.OP["add_segment"], 0, wire.SEGMENT_WRITABLE, wire.u64(segment.size), segment.fd,
+            self.settings.call_timeout)
+        if outcome != wire.OUTCOME_OK:
+            raise outcome_error(outcome, wire.text(wire.message(payload)))
+        return handle
 
     def add_segment(self, owner, segment, writable: bool) -> int:
         """Hand ``segment`` to the host ``owner`` (a proxy or executor) belongs to: its handle

@@ -85,14 +85,8 @@ class SharedSegments:
         return places if found else None
 
     def _add(self, channel, segment):
-        from loader.host import channel as wire
-        from loader.host.process import outcome_error
         process = self._process()
-        handle, _, outcome, payload = channel.request(
-            wire.OP["add_segment"], 0, wire.SEGMENT_WRITABLE, wire.u64(segment.size),
-            segment.fd, process.settings.call_timeout)
-        if outcome != wire.OUTCOME_OK:
-            raise outcome_error(outcome, wire.text(wire.message(payload)))
+        handle = process.hand_over(channel, segment)
         generation, handles, owner = process.generation, self._handles, self._process
 
         def forget(ref, key=id(segment)):
