@@ -201,6 +201,31 @@ int rk_binary(int op, const float *a, const int64_t *a_shape, const float *b, co
     return 0;
 }
 
+int rk_epilogue_tail(const rk_epilogue *e, ukr_tail *t)
+{
+    t->residual = NULL;
+    t->ldr = e->ldr;
+    t->lo = -INFINITY;
+    t->hi = INFINITY;
+    switch (e->function) {
+    case -1:
+        return 1;
+    case RK_RELU:
+        t->lo = 0.0f;
+        return 1;
+    case RK_BOUNDED_RELU:       /* min(a, max(b, x)) */
+        t->lo = e->b;
+        t->hi = e->a;
+        return 1;
+    case RK_CLIP:               /* min(b, max(a, x)) */
+        t->lo = e->a;
+        t->hi = e->b;
+        return 1;
+    default:
+        return 0;
+    }
+}
+
 /*
  * rk_apply_epilogue: rows x cols values at c (row stride ldc), which are rows row0.. and
  * columns col0.. of the whole output: add the residual, then apply the activation, in place.

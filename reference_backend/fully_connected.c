@@ -21,10 +21,105 @@ typedef struct fc_task {
     const rk_epilogue *epilogue;
 } fc_task;
 
+#if defined(RK_X86_AVX512)
+/* y[i, j] = x[i, :] . w[j, :] + bias[j] for j in [j0, j1): four weight rows at a time, each
+   with its own 16-lane sum (the tail of k masked), so the four streams of w are read once per
+   row of x, the later rows from L1. */
+__attribute__((target("avx512f")))
+static void fc_rows_wt_avx512(const fc_task *t)
+{
+    const int64_t n = t->n, k = t->k, m = t->m;
+    const __mmask16 tail = (__mmask16)((1u << (k % 16)) - 1u);
+    const int64_t kv = k - k % 16;
+    int64_t j = t->j0;
+    for (; j + 4 <= t->j1; j += 4) {
+        const float *w0 = t->w + j * k, *w1 = w0 + k, *w2 = w1 + k, *w3 = w2 + k;
+        for (int64_t i = 0; i < n; i++) {
+            const float *xr = t->x + i * k;
+            __m512 s0 = _mm512_setzero_ps(), s1 = s0, s2 = s0, s3 = s0;
+            int64_t kk = 0;
+            for (; kk < kv; kk += 16) {
+                const __m512 xv = _mm512_loadu_ps(xr + kk);
+                s0 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w0 + kk), s0);
+                s1 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w1 + kk), s1);
+                s2 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w2 + kk), s2);
+                s3 = _mm512_fmadd_ps(xv, _mm512_loadu_ps(w3 + kk), s3);
+            }
+            if (tail) {
+                const __m512 xv = _mm512_maskz_loadu_ps(tail, xr + kk);
+                s0 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, w0 + kk), s0);
+                s1 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, w1 + kk), s1);
+                s2 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, w2 + kk), s2);
+                s3 = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(tail, w3 + kk), s3);
+            }
+            float *yr = t->y + i * m + j;
+            yr[0] = _mm512_reduce_add_ps(s0) + (t->bias ? t->bias[j] : 0.0f);
+            yr[1] = _mm512_reduce_add_ps(s1) + (t->bias ? t->bias[j + 1] : 0.0f);
+            yr[2] = _mm512_reduce_add_ps(s2) + (t->bias ? t->bias[j + 2] : 0.0f);
+            yr[3] = _mm512_reduce_add_ps(s3) + (t->bias ? t->bias[j + 3] : 0.0f);
+        }
+    }
+    for (; j < t->j1; j++) {
+        const float *wr = t->w + j * k;
+        for (int64_t i = 0; i < n; i++) {
+            const float *xr = t->x + i * k;
+            __m512 s0 = _mm512_setzero_ps();
+            int64_t kk = 0;
+            for (; kk < kv; kk += 16)
+                s0 = _mm512_fmadd_ps(_mm512_loadu_ps(xr + kk), _mm512_loadu_ps(wr + kk), s0);
+            if (tail)
+                s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(tail, xr + kk), _mm512_maskz_loadu_ps(tail, wr + kk), s0);
+            t->y[i * m + j] = _mm512_reduce_add_ps(s0) + (t->bias ? t->bias[j] : 0.0f);
+        }
+    }
+}
+
+/* y[i, j0:j1] = bias + sum over k of x[i, k] * w[k, j0:j1]: 64 columns at a time (the tail
+   masked), the partial rows of y in registers for every k. */
+__attribute__((target("avx512f")))
+static void fc_rows_w_avx512(const fc_task *t)
+{
+    const int64_t n = t->n, k = t->k, m = t->m;
+    for (int64_t i = 0; i < n; i++) {
+        const float *xr = t->x + i * k;
+        float *yr = t->y + i * m;
+        for (int64_t j = t->j0; j < t->j1; j += 64) {
+            __mmask16 mask[4];
+            __m512 acc[4];
+            for (int v = 0; v < 4; v++) {
+                const int64_t left = t->j1 - (j + 16 * v);
+                mask[v] = left >= 16 ? (__mmask16)0xFFFF
+                                     : left <= 0 ? (__mmask16)0 : (__mmask16)((1u << left) - 1u);
+                acc[v] = t->bias ? _mm512_maskz_loadu_ps(mask[v], t->bias + j + 16 * v) : _mm512_setzero_ps();
+            }
+            for (int64_t kk = 0; kk < k; kk++) {
+                const __m512 xv = _mm512_set1_ps(xr[kk]);
+                const float *wr = t->w + kk * m + j;
+                for (int v = 0; v < 4; v++)
+                    acc[v] = _mm512_fmadd_ps(xv, _mm512_maskz_loadu_ps(mask[v], wr + 16 * v), acc[v]);
+            }
+            for (int v = 0; v < 4; v++)
+                _mm512_mask_storeu_ps(yr + j + 16 * v, mask[v], acc[v]);
+        }
+    }
+}
+#endif
+
 static void *fc_few_rows_run(void *arg)
 {
     const fc_task *t = (const fc_task *)arg;
     const int64_t n = t->n, k = t->k, m = t->m;
+#if defined(RK_X86_AVX512)
+    if (rk_use_avx512()) {
+        if (t->transpose_weights)
+            fc_rows_wt_avx512(t);
+        else
+            fc_rows_w_avx512(t);
+        if (t->epilogue != NULL && t->j1 > t->j0)
+            rk_apply_epilogue(t->epilogue, t->y + t->j0, m, 0, t->j0, n, t->j1 - t->j0);
+        return NULL;
+    }
+#endif
     if (t->transpose_weights) {
         for (int64_t j = t->j0; j < t->j1; j++) {
             const float *wr = t->w + j * k;

@@ -204,6 +204,8 @@ typedef struct gemm_shared {
     float *ap;          /* per-thread A buffers, a_stride floats each */
     size_t a_stride;
     int single;         /* one participant: never wait, never lock */
+    int tail;           /* the kernel applies op->epilogue on full tiles (ukr_tail below) */
+    ukr_tail tail_base; /* its clamp; residual set per tile */
     atomic_llong next, done;
     pthread_mutex_t mu;
     pthread_cond_t cv;
@@ -359,7 +361,8 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                     if (nseg < 0)
                         pack_a(op, i0 + ir, rows, pc, kc, ap + ir * kc);
                 }
-                const int full = rows == mr && cols == nr;
+                const int half = cols <= nr / 2 && u->half != NULL;
+                const int full = rows == mr && cols == (half ? nr / 2 : nr);
                 float *cd = full ? cp : tile;
                 const int64_t ldd = full ? op->ldc : nr;
                 /* Edge tile: go through a full-size local tile so the
@@ -367,16 +370,26 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 if (!full && accumulate)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
+                /* the tile is final after the last K block: the epilogue is applied while it
+                   is hot, in the kernel's own store where it can */
+                const int last = op->epilogue != NULL && pc + kc >= op->k;
+                ukr_tail tail;
+                const ukr_tail *tp = NULL;
+                if (last && full && sh->tail) {
+                    tail = sh->tail_base;
+                    if (op->epilogue->residual != NULL)
+                        tail.residual = op->epilogue->residual + (i0 + ir) * tail.ldr + slab0 + jr;
+                    tp = &tail;
+                }
                 if (nseg >= 0)
-                    u->direct(seg, seg_len, nseg, op->conv->stride_w * op->conv->c, bpanel, cd, ldd,
-                              bias, accumulate);
+                    (half ? u->direct_half : u->direct)(seg, seg_len, nseg, op->conv->stride_w * op->conv->c,
+                                                        bpanel, cd, ldd, bias, accumulate, tp);
                 else
-                    u->fn(kc, apanel, bpanel, cd, ldd, bias, accumulate);
+                    (half ? u->half : u->fn)(kc, apanel, bpanel, cd, ldd, bias, accumulate, tp);
                 if (!full)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
-                /* the tile is final after the last K block: fuse the epilogue while it is hot */
-                if (op->epilogue != NULL && pc + kc >= op->k)
+                if (last && tp == NULL)
                     rk_apply_epilogue(op->epilogue, cp, op->ldc, i0 + ir, slab0 + jr, rows, cols);
             }
         }
@@ -486,6 +499,7 @@ int rk_gemm_run(const gemm_op *op)
     memset(&sh, 0, sizeof sh);
     sh.op = op;
     sh.kc = balanced_block(K, u->kc, 4);
+    sh.tail = u->tail && op->epilogue != NULL && rk_epilogue_tail(op->epilogue, &sh.tail_base);
 
     /* Slab width: all of N when the packed copy fits the budget (or was packed before the
        call), else as many columns as fit, but never so few that A gets re-packed too often. */

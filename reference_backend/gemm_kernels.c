@@ -17,8 +17,9 @@
 /* Portable 4x8: small enough that the accumulators stay in registers on any
    target with 16 vector registers, and the j loop maps onto 128-bit SIMD. */
 static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                            const float *bias, int accumulate)
+                            const float *bias, int accumulate, const ukr_tail *tail)
 {
+    (void)tail;
     float acc[4][8] = { { 0 } };
     for (int64_t k = 0; k < kc; k++) {
         for (int i = 0; i < 4; i++) {
@@ -47,8 +48,9 @@ static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c
    two B vectors and the broadcast A value. */
 __attribute__((target("avx2,fma")))
 static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                          const float *bias, int accumulate)
+                          const float *bias, int accumulate, const ukr_tail *tail)
 {
+    (void)tail;
 #define RK_DECL8(i) __m256 c0_##i = _mm256_setzero_ps(), c1_##i = _mm256_setzero_ps();
 #define RK_STEP8(i)                                     \
     {                                                   \
@@ -95,8 +97,26 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
 #define RK_BIAS16(i)                                           \
     _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, v0)); \
     _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, v1));
+/* With a tail (ukr_tail): the residual row added, then the clamp, in the order of
+   rk_apply_epilogue and act16, so the result is the same bits. */
+#define RK_TAIL16(i)                                                                        \
+    {                                                                                       \
+        const __m512 s0 = _mm512_add_ps(c0_##i, accumulate ? _mm512_loadu_ps(c + (i) * ldc) : v0);      \
+        const __m512 s1 = _mm512_add_ps(c1_##i, accumulate ? _mm512_loadu_ps(c + (i) * ldc + 16) : v1); \
+        const __m512 r0 = residual ? _mm512_add_ps(s0, _mm512_loadu_ps(residual + (i) * ldr)) : s0;      \
+        const __m512 r1 = residual ? _mm512_add_ps(s1, _mm512_loadu_ps(residual + (i) * ldr + 16)) : s1; \
+        _mm512_storeu_ps(c + (i) * ldc, _mm512_min_ps(hi, _mm512_max_ps(lo, r0)));          \
+        _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_min_ps(hi, _mm512_max_ps(lo, r1)));     \
+    }
 #define RK_STORE_TILE16                                                            \
-    if (accumulate) {                                                              \
+    if (tail != NULL) {                                                            \
+        const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();      \
+        const __m512 v1 = bias ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps(); \
+        const __m512 lo = _mm512_set1_ps(tail->lo), hi = _mm512_set1_ps(tail->hi); \
+        const float *residual = tail->residual;                                    \
+        const int64_t ldr = tail->ldr;                                             \
+        RK_ROWS14(RK_TAIL16)                                                       \
+    } else if (accumulate) {                                                       \
         RK_ROWS14(RK_ACC16)                                                        \
     } else {                                                                       \
         const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();      \
@@ -111,7 +131,7 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
    load ports below the FMA ports' rate. */
 __attribute__((target("avx512f")))
 static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                             const float *bias, int accumulate)
+                             const float *bias, int accumulate, const ukr_tail *tail)
 {
 #define RK_STEP16(i)                                \
     {                                               \
@@ -237,7 +257,8 @@ static void pack_a_conv_avx512(const float *x, const rk_conv_params *p, int64_t 
  */
 __attribute__((target("avx512f")))
 static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
-                                    const float *b, float *c, int64_t ldc, const float *bias, int accumulate)
+                                    const float *b, float *c, int64_t ldc, const float *bias, int accumulate,
+                                    const ukr_tail *tail)
 {
 #define RK_STEP16(i)                                      \
     {                                                     \
@@ -261,21 +282,88 @@ static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len,
 #undef RK_DECL16
 #undef RK_ACC16
 #undef RK_BIAS16
+#undef RK_TAIL16
 #undef RK_STORE_TILE16
 }
+#endif
+
+#if defined(RK_X86_AVX512)
+/* The 14 x 16 half tile: ukr_avx512_14x32 and its direct form for a B micro-panel with at most
+   16 columns (a layer with 16 output channels, or the last panel of 144), which would spend half
+   of the full kernel's multiply-adds on the panel's zero padding. B keeps the 32-float step. */
+#define RK_DECLH(i) __m512 c0_##i = _mm512_setzero_ps();
+#define RK_STOREH(i)                                                                         \
+    {                                                                                        \
+        __m512 s0 = _mm512_add_ps(c0_##i, accumulate ? _mm512_loadu_ps(c + (i) * ldc) : v0); \
+        if (tail != NULL) {                                                                  \
+            if (residual != NULL)                                                            \
+                s0 = _mm512_add_ps(s0, _mm512_loadu_ps(residual + (i) * ldr));               \
+            s0 = _mm512_min_ps(hi, _mm512_max_ps(lo, s0));                                   \
+        }                                                                                    \
+        _mm512_storeu_ps(c + (i) * ldc, s0);                                                 \
+    }
+#define RK_STORE_TILEH                                                                          \
+    {                                                                                           \
+        const __m512 v0 = bias && !accumulate ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();    \
+        const __m512 lo = _mm512_set1_ps(tail ? tail->lo : 0.0f);                               \
+        const __m512 hi = _mm512_set1_ps(tail ? tail->hi : 0.0f);                               \
+        const float *residual = tail ? tail->residual : NULL;                                   \
+        const int64_t ldr = tail ? tail->ldr : 0;                                               \
+        RK_ROWS14(RK_STOREH)                                                                    \
+    }
+
+__attribute__((target("avx512f")))
+static void ukr_avx512_14x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                             const float *bias, int accumulate, const ukr_tail *tail)
+{
+#define RK_STEPH(i) c0_##i = _mm512_fmadd_ps(_mm512_set1_ps(a[i]), b0, c0_##i);
+    RK_ROWS14(RK_DECLH)
+    for (int64_t k = 0; k < kc; k++) {
+        const __m512 b0 = _mm512_loadu_ps(b);
+        RK_ROWS14(RK_STEPH)
+        a += 14;
+        b += 32;
+    }
+    RK_STORE_TILEH
+#undef RK_STEPH
+}
+
+__attribute__((target("avx512f")))
+static void ukr_avx512_14x16_direct(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
+                                    const float *b, float *c, int64_t ldc, const float *bias, int accumulate,
+                                    const ukr_tail *tail)
+{
+#define RK_STEPH(i) c0_##i = _mm512_fmadd_ps(_mm512_set1_ps(a[(i) * lda]), b0, c0_##i);
+    RK_ROWS14(RK_DECLH)
+    for (int s = 0; s < nseg; s++) {
+        const float *a = seg[s];
+        for (int64_t k = 0; k < len[s]; k++) {
+            const __m512 b0 = _mm512_loadu_ps(b);
+            RK_ROWS14(RK_STEPH)
+            a += 1;
+            b += 32;
+        }
+    }
+    RK_STORE_TILEH
+#undef RK_STEPH
+}
+#undef RK_DECLH
+#undef RK_STOREH
+#undef RK_STORE_TILEH
 #endif
 
 /* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
    micro-panel of a unit, so it should stay in L1/L2; the packed A block
    (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
    the nominal unit width (columns of C per work unit). */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, NULL, NULL, 4, 8, 128, 256, 4096 };
+static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, NULL, NULL, NULL, NULL, 4, 8, 128, 256, 4096, 0 };
 #if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, NULL, NULL, 6, 16, 144, 256, 4096 };
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, NULL, NULL, NULL, NULL, 6, 16, 144, 256, 4096, 0 };
 #endif
 #if defined(RK_X86_AVX512)
 static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, pack_t_avx512, pack_a_conv_avx512,
-                                     ukr_avx512_14x32_direct, 14, 32, 336, 256, 4096 };
+                                     ukr_avx512_14x32_direct, ukr_avx512_14x16, ukr_avx512_14x16_direct,
+                                     14, 32, 336, 256, 4096, 1 };
 #endif
 
 /* ------------------------------------------------------------------------- */

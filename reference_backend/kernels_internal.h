@@ -484,8 +484,26 @@ void rk_act16(const float *x, const float *residual, float *y, int64_t n, int fu
  * from C keeps the prologue free of loads, so the accumulators never spill. Full tiles only: the
  * driver routes edge tiles through a local buffer.
  */
+typedef struct ukr_tail ukr_tail;
 typedef void (*ukr_fn)(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
-                       const float *bias, int accumulate);
+                       const float *bias, int accumulate, const ukr_tail *tail);
+
+/*
+ * An epilogue a micro-kernel applies on its final store (kernels whose descriptor has `tail`
+ * set, on full tiles of the last K block): the tile, bias or earlier K blocks added, plus the
+ * residual tile (NULL: none; row stride ldr), then clamped to [lo, hi] as max(lo, .) then
+ * min(hi, .), which is ReLU (0, +inf), bounded ReLU and Clip exactly as the activation code
+ * computes them (NaN kept), and nothing at (-inf, +inf). rk_epilogue_tail says which
+ * epilogues have this form.
+ */
+struct ukr_tail {
+    const float *residual;
+    int64_t ldr;
+    float lo, hi;
+};
+
+/* 1 and *t (residual left NULL) when `e` is a residual and/or a clamp, else 0. */
+int rk_epilogue_tail(const rk_epilogue *e, ukr_tail *t);
 
 /* dst[k * width + i] = src[i * ld + k] for i < rows, zero for rows <= i < width, k < kc. */
 typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width);
@@ -499,15 +517,20 @@ typedef void (*pack_conv_fn)(const float *x, const rk_conv_params *p, int64_t ro
    panel: the K block is nseg segments of len[s] steps (in K order). */
 typedef void (*ukr_direct_fn)(const float *const *seg, const int64_t *len, int nseg, int64_t lda,
                               const float *b, float *c, int64_t ldc, const float *bias,
-                              int accumulate);
+                              int accumulate, const ukr_tail *tail);
 
 typedef struct ukr_desc {
     ukr_fn fn;
     pack_t_fn pack_t;         /* vectorized transposing packer for this ISA, or NULL */
     pack_conv_fn pack_conv;   /* vectorized im2col packer for this ISA, or NULL */
     ukr_direct_fn direct;     /* fn reading a convolution's input directly, or NULL */
+    /* fn and direct for a B micro-panel of at most nr / 2 columns (the tile nr / 2 wide; B
+       still read with its nr-float step), or NULL */
+    ukr_fn half;
+    ukr_direct_fn direct_half;
     int mr, nr;
     int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
+    int tail;           /* fn and direct apply a ukr_tail (else they are passed NULL) */
 } ukr_desc;
 
 /* ------------------------------------------------------------------------- */

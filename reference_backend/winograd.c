@@ -425,7 +425,7 @@ static void products(const wino_shared *sh, const float *v, int64_t count, int64
                 const float *bpanel = be + pc * width + jr * kc;
                 for (int64_t ip = 0; ip < panels; ip++)
                     u->fn(kc, ap + ip * mr * kc, bpanel, pe + ip * mr * sh->cw + (jr - j0), sh->cw,
-                          NULL, pc > 0);
+                          NULL, pc > 0, NULL);
             }
         }
     }

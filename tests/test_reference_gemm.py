@@ -36,8 +36,11 @@ def check_fc(y, x, w, bias, transpose):
 
 # (n, k, m): micro-tiles are 14 x 32 (AVX-512), 6 x 16 (AVX2) or 4 x 8, K blocks 256 floats,
 # transposing packer steps of 16 along K. 301 x 259 x 333 is ~52 MFLOP: two threads or more.
+# Up to 4 rows the weights are streamed instead: four rows of [m, k] weights or 64 columns of
+# [k, m] ones at a time, 16 floats along K or M (a classifier's 1 x 1280 x 1000 among them).
 FC_SHAPES = [(5, 3, 2), (5, 17, 1), (14, 32, 32), (15, 16, 33), (28, 64, 64), (29, 15, 31),
-             (600, 1, 70), (97, 1000, 40), (40, 513, 97), (301, 259, 333)]
+             (600, 1, 70), (97, 1000, 40), (40, 513, 97), (301, 259, 333),
+             (1, 1, 1), (1, 37, 67), (2, 16, 4), (3, 33, 130), (4, 100, 7), (2, 9, 79), (1, 1280, 1000)]
 
 
 @pytest.mark.parametrize("n, k, m", FC_SHAPES)
@@ -77,7 +80,7 @@ def before_a_hole(shape):
 rng = np.random.default_rng(5)
 with loader.Runtime() as runtime:
     backend = runtime.create_backend("CpuRef")
-for n, k, m in [(29, 37, 45), (15, 1, 33), (70, 300, 70)]:
+for n, k, m in [(29, 37, 45), (15, 1, 33), (70, 300, 70), (1, 37, 47), (3, 17, 70)]:
     for transpose in (True, False):
         x = before_a_hole((n, k))
         x[...] = rng.standard_normal((n, k))
