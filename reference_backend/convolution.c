@@ -4,6 +4,8 @@
  */
 #include "kernels_internal.h"
 
+#include <math.h>
+
 /* ------------------------------------------------------------------------- */
 /* Convolution                                                               */
 /* ------------------------------------------------------------------------- */
@@ -170,6 +172,12 @@ typedef struct dw_task {
 } dw_task;
 
 #if defined(RK_X86_AVX512)
+/* max(lo, .) then min(hi, .): the clamp of ukr_tail (identity at -inf, +inf; NaN kept). */
+static inline __attribute__((always_inline, target("avx512f"))) __m512 dw_clamp(__m512 v, __m512 lo, __m512 hi)
+{
+    return _mm512_min_ps(hi, _mm512_max_ps(lo, v));
+}
+
 /*
  * One output row of a depthwise convolution with multiplier 1, AVX-512: 32 channels at a time
  * (masked loads and stores for the last, partial group, so any channel count works), and two
@@ -178,8 +186,9 @@ typedef struct dw_task {
  * loads. Sums start from the bias and run over the taps in the same order as the portable code.
  */
 __attribute__((target("avx512f")))
-static void dw_row_avx512(const dw_task *t, int64_t row)
+static void dw_row_avx512(const dw_task *t, int64_t row, float clamp_lo, float clamp_hi)
 {
+    const __m512 lo = _mm512_set1_ps(clamp_lo), hi = _mm512_set1_ps(clamp_hi);
     const rk_conv_params *p = t->p;
     const int64_t C = p->c;
     const int64_t bi = row / p->oh, oy = row - bi * p->oh;
@@ -223,11 +232,11 @@ static void dw_row_avx512(const dw_task *t, int64_t row)
                 }
             }
             float *out = outrow + ox * C + ch;
-            _mm512_mask_storeu_ps(out, m0, a00);
-            _mm512_mask_storeu_ps(out + 16, m1, a01);
+            _mm512_mask_storeu_ps(out, m0, dw_clamp(a00, lo, hi));
+            _mm512_mask_storeu_ps(out + 16, m1, dw_clamp(a01, lo, hi));
             if (pair) {
-                _mm512_mask_storeu_ps(out + C, m0, a10);
-                _mm512_mask_storeu_ps(out + C + 16, m1, a11);
+                _mm512_mask_storeu_ps(out + C, m0, dw_clamp(a10, lo, hi));
+                _mm512_mask_storeu_ps(out + C + 16, m1, dw_clamp(a11, lo, hi));
             }
             ox += 1 + pair;
         }
@@ -245,8 +254,9 @@ static void dw_row_avx512(const dw_task *t, int64_t row)
  * per-pixel path. Sums start from the bias and run over the taps in dw_row_avx512's order.
  */
 static inline __attribute__((always_inline, target("avx512f"))) void
-dw3x3_row_impl(const dw_task *t, int64_t row, const int S)
+dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float clamp_hi)
 {
+    const __m512 lo = _mm512_set1_ps(clamp_lo), hi = _mm512_set1_ps(clamp_hi);
     enum { OB = 4 };
     const rk_conv_params *p = t->p;
     const int64_t C = p->c;
@@ -286,7 +296,7 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S)
                             acc[j] = _mm512_fmadd_ps(col[j * S + kx], f[ky * 3 + kx], acc[j]);
                 }
                 for (int j = 0; j < OB; j++)
-                    _mm512_mask_storeu_ps(outrow + (ox + j) * C + ch, m, acc[j]);
+                    _mm512_mask_storeu_ps(outrow + (ox + j) * C + ch, m, dw_clamp(acc[j], lo, hi));
                 ox += OB;
                 continue;
             }
@@ -298,20 +308,22 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S)
                 for (int64_t kx = kx0; kx < kx1; kx++)
                     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + kx * C), f[ky * 3 + kx], acc);
             }
-            _mm512_mask_storeu_ps(outrow + ox * C + ch, m, acc);
+            _mm512_mask_storeu_ps(outrow + ox * C + ch, m, dw_clamp(acc, lo, hi));
             ox++;
         }
     }
 }
 
-__attribute__((target("avx512f"))) static void dw3x3_s1_row_avx512(const dw_task *t, int64_t row)
+__attribute__((target("avx512f"))) static void dw3x3_s1_row_avx512(const dw_task *t, int64_t row, float lo,
+                                                                    float hi)
 {
-    dw3x3_row_impl(t, row, 1);
+    dw3x3_row_impl(t, row, 1, lo, hi);
 }
 
-__attribute__((target("avx512f"))) static void dw3x3_s2_row_avx512(const dw_task *t, int64_t row)
+__attribute__((target("avx512f"))) static void dw3x3_s2_row_avx512(const dw_task *t, int64_t row, float lo,
+                                                                    float hi)
 {
-    dw3x3_row_impl(t, row, 2);
+    dw3x3_row_impl(t, row, 2, lo, hi);
 }
 #endif
 
@@ -324,14 +336,22 @@ static void *dw_task_run(void *arg)
     if (mult == 1 && rk_use_avx512()) {
         const int three = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 &&
                           p->stride_h == p->stride_w && (p->stride_h == 1 || p->stride_h == 2);
+        /* an activation that is a clamp is applied in the kernels' stores (-inf, +inf: none) */
+        ukr_tail clamp = { NULL, 0, -INFINITY, INFINITY };
+        const int in_store = t->epilogue == NULL ||
+                             (t->epilogue->residual == NULL && rk_epilogue_tail(t->epilogue, &clamp));
+        if (!in_store) {
+            clamp.lo = -INFINITY;
+            clamp.hi = INFINITY;
+        }
         for (int64_t row = t->row0; row < t->row1; row++) {
             if (three && p->stride_h == 1)
-                dw3x3_s1_row_avx512(t, row);
+                dw3x3_s1_row_avx512(t, row, clamp.lo, clamp.hi);
             else if (three)
-                dw3x3_s2_row_avx512(t, row);
+                dw3x3_s2_row_avx512(t, row, clamp.lo, clamp.hi);
             else
-                dw_row_avx512(t, row);
-            if (t->epilogue != NULL)
+                dw_row_avx512(t, row, clamp.lo, clamp.hi);
+            if (!in_store)
                 rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC + t->ch0, OC, row * p->ow,
                                   t->ch0, p->ow, t->ch1 - t->ch0);
         }

@@ -109,6 +109,37 @@ static void extreme(const float *x, float *y, const walk *w, int64_t outputs, in
     });
 }
 
+/* ar[i] += (double)xr[i] for i < n: the same sums in the same order as the plain loop, eight
+   lanes converted and added at a time (the plain loop is left to the baseline instruction set,
+   which converts two at a time). */
+#if defined(RK_X86_AVX512)
+__attribute__((target("avx512f")))
+static void add_to_doubles_avx512(const float *xr, double *ar, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        const __m512 v = _mm512_loadu_ps(xr + i);
+        _mm512_storeu_pd(ar + i, _mm512_add_pd(_mm512_loadu_pd(ar + i), _mm512_cvtps_pd(_mm512_castps512_ps256(v))));
+        _mm512_storeu_pd(ar + i + 8, _mm512_add_pd(_mm512_loadu_pd(ar + i + 8),
+                                                   _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)))));
+    }
+    for (; i < n; i++)
+        ar[i] += (double)xr[i];
+}
+#endif
+
+static void add_to_doubles(const float *xr, double *ar, int64_t n)
+{
+#if defined(RK_X86_AVX512)
+    if (rk_use_avx512()) {
+        add_to_doubles_avx512(xr, ar, n);
+        return;
+    }
+#endif
+    for (int64_t i = 0; i < n; i++)
+        ar[i] += (double)xr[i];
+}
+
 /* acc = the sum of terms (or the product) of each output's elements; shift per output. */
 static void accumulate(const float *x, double *acc, const walk *w, int64_t outputs, int how,
                        int product, const float *shift)
@@ -130,8 +161,7 @@ static void accumulate(const float *x, double *acc, const walk *w, int64_t outpu
                 for (int64_t i = 0; i < n; i++)
                     ar[i] *= (double)xr[i];
             else if (how == PLAIN)
-                for (int64_t i = 0; i < n; i++)
-                    ar[i] += (double)xr[i];
+                add_to_doubles(xr, ar, n);
             else
                 for (int64_t i = 0; i < n; i++)
                     ar[i] += term(xr[i], how, shift ? shift[out + i] : 0.0f);

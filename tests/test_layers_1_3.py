@@ -336,6 +336,9 @@ def test_reduce_ranks_5_and_6_and_long_runs(backend, function):
         long = rng.uniform(-1, 1, (3, 5000)).astype(F)
         check(backend, "Reduce", [long], {"function": function, "axes": [1]})
         check(backend, "Reduce", [long], {"function": function, "axes": [0]})
+    # a global pooling of NHWC: the kept channels are the contiguous run, 16 at a time and a tail
+    image = rng.uniform(-1, 1, (2, 9, 7, 37)).astype(F)
+    check(backend, "Reduce", [image], {"function": function, "axes": [1, 2], "keep_dims": True})
 
 
 def test_reduce_max_and_log_sum_exp_of_infinities(backend):
