@@ -246,15 +246,16 @@ static void dw_row_avx512(const dw_task *t, int64_t row, float clamp_lo, float c
 
 #if defined(RK_X86_AVX512)
 /*
- * One output row of a 3x3 depthwise convolution (multiplier 1, dilation 1, stride S of 1 or 2),
- * 16 channels at a time: the nine filter vectors stay in registers for the whole row, and
- * four neighbouring output pixels are computed together from the input columns they share
- * (for stride 1, six loads feed twelve multiply-adds where dw_row_avx512 loads an input and a
- * filter vector for each). Pixels whose window crosses the left or right border take the
- * per-pixel path. Sums start from the bias and run over the taps in dw_row_avx512's order.
+ * One output row of a K x K depthwise convolution (K of 3 or 5, multiplier 1, dilation 1, stride
+ * S of 1 or 2), 16 channels at a time: four neighbouring output pixels are computed together
+ * from the input columns they share (for 3 x 3 stride 1, six loads feed twelve multiply-adds
+ * where dw_row_avx512 loads an input and a filter vector for each; the nine filter vectors stay
+ * in registers for the whole row, a 5 x 5 filter's are loaded once per filter row and four
+ * pixels). Pixels whose window crosses the left or right border take the per-pixel path. Sums
+ * start from the bias and run over the taps in dw_row_avx512's order.
  */
 static inline __attribute__((always_inline, target("avx512f"))) void
-dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float clamp_hi)
+dw_square_row_impl(const dw_task *t, int64_t row, const int S, const int K, float clamp_lo, float clamp_hi)
 {
     const __m512 lo = _mm512_set1_ps(clamp_lo), hi = _mm512_set1_ps(clamp_hi);
     enum { OB = 4 };
@@ -265,10 +266,10 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float
     const float *img = t->x + bi * p->h * p->w * C;
     float *outrow = t->y + row * p->ow * C;
     int64_t ky0, ky1;
-    tap_range(iy0, 1, p->h, 3, &ky0, &ky1);
-    /* output pixels [ox_lo, ox_hi) have all three columns inside the input */
+    tap_range(iy0, 1, p->h, K, &ky0, &ky1);
+    /* output pixels [ox_lo, ox_hi) have all K columns inside the input */
     int64_t ox_lo = ceil_div(p->pad_left, S), ox_hi = p->ow;
-    while (ox_hi > ox_lo && (ox_hi - 1) * S - p->pad_left + 2 >= p->w)
+    while (ox_hi > ox_lo && (ox_hi - 1) * S - p->pad_left + (K - 1) >= p->w)
         ox_hi--;
     if (ox_hi < ox_lo)
         ox_hi = ox_lo = p->ow;
@@ -276,9 +277,12 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float
         const int64_t n = t->ch1 - ch;
         const __mmask16 m = n >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << n) - 1u);
         const __m512 bias = t->bias ? _mm512_maskz_loadu_ps(m, t->bias + ch) : _mm512_setzero_ps();
+        /* 3 x 3: the nine filter vectors in registers; 5 x 5: each row's five loaded per use */
         __m512 f[9];
         for (int i = 0; i < 9; i++)
-            f[i] = _mm512_maskz_loadu_ps(m, t->filt + i * C + ch);
+            f[i] = K == 3 ? _mm512_maskz_loadu_ps(m, t->filt + i * C + ch) : _mm512_setzero_ps();
+#define RK_DW_FILTER(ky, kx) \
+    (K == 3 ? f[(ky) * 3 + (kx)] : _mm512_maskz_loadu_ps(m, t->filt + ((ky) * K + (kx)) * C + ch))
         int64_t ox = 0;
         while (ox < p->ow) {
             const int64_t ix0 = ox * S - p->pad_left;
@@ -288,12 +292,14 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float
                     acc[j] = bias;
                 for (int64_t ky = ky0; ky < ky1; ky++) {
                     const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
-                    __m512 col[(OB - 1) * 2 + 3];
-                    for (int c = 0; c < (OB - 1) * S + 3; c++)
+                    __m512 col[(OB - 1) * 2 + 5];
+                    for (int c = 0; c < (OB - 1) * S + K; c++)
                         col[c] = _mm512_maskz_loadu_ps(m, in + c * C);
-                    for (int kx = 0; kx < 3; kx++)
+                    for (int kx = 0; kx < K; kx++) {
+                        const __m512 fk = RK_DW_FILTER(ky, kx);
                         for (int j = 0; j < OB; j++)
-                            acc[j] = _mm512_fmadd_ps(col[j * S + kx], f[ky * 3 + kx], acc[j]);
+                            acc[j] = _mm512_fmadd_ps(col[j * S + kx], fk, acc[j]);
+                    }
                 }
                 for (int j = 0; j < OB; j++)
                     _mm512_mask_storeu_ps(outrow + (ox + j) * C + ch, m, dw_clamp(acc[j], lo, hi));
@@ -301,29 +307,42 @@ dw3x3_row_impl(const dw_task *t, int64_t row, const int S, float clamp_lo, float
                 continue;
             }
             int64_t kx0, kx1;
-            tap_range(ix0, 1, p->w, 3, &kx0, &kx1);
+            tap_range(ix0, 1, p->w, K, &kx0, &kx1);
             __m512 acc = bias;
             for (int64_t ky = ky0; ky < ky1; ky++) {
                 const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
                 for (int64_t kx = kx0; kx < kx1; kx++)
-                    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + kx * C), f[ky * 3 + kx], acc);
+                    acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + kx * C), RK_DW_FILTER(ky, kx), acc);
             }
             _mm512_mask_storeu_ps(outrow + ox * C + ch, m, dw_clamp(acc, lo, hi));
             ox++;
         }
     }
+#undef RK_DW_FILTER
 }
 
 __attribute__((target("avx512f"))) static void dw3x3_s1_row_avx512(const dw_task *t, int64_t row, float lo,
                                                                     float hi)
 {
-    dw3x3_row_impl(t, row, 1, lo, hi);
+    dw_square_row_impl(t, row, 1, 3, lo, hi);
 }
 
 __attribute__((target("avx512f"))) static void dw3x3_s2_row_avx512(const dw_task *t, int64_t row, float lo,
                                                                     float hi)
 {
-    dw3x3_row_impl(t, row, 2, lo, hi);
+    dw_square_row_impl(t, row, 2, 3, lo, hi);
+}
+
+__attribute__((target("avx512f"))) static void dw5x5_s1_row_avx512(const dw_task *t, int64_t row, float lo,
+                                                                    float hi)
+{
+    dw_square_row_impl(t, row, 1, 5, lo, hi);
+}
+
+__attribute__((target("avx512f"))) static void dw5x5_s2_row_avx512(const dw_task *t, int64_t row, float lo,
+                                                                    float hi)
+{
+    dw_square_row_impl(t, row, 2, 5, lo, hi);
 }
 #endif
 
@@ -334,8 +353,10 @@ static void *dw_task_run(void *arg)
     const int64_t C = p->c, mult = t->mult, OC = C * mult;
 #if defined(RK_X86_AVX512)
     if (mult == 1 && rk_use_avx512()) {
-        const int three = p->kh == 3 && p->kw == 3 && p->dil_h == 1 && p->dil_w == 1 &&
-                          p->stride_h == p->stride_w && (p->stride_h == 1 || p->stride_h == 2);
+        const int square = p->kh == p->kw && (p->kh == 3 || p->kh == 5) && p->dil_h == 1 &&
+                           p->dil_w == 1 && p->stride_h == p->stride_w &&
+                           (p->stride_h == 1 || p->stride_h == 2);
+        const int three = square && p->kh == 3, five = square && p->kh == 5;
         /* an activation that is a clamp is applied in the kernels' stores (-inf, +inf: none) */
         ukr_tail clamp = { NULL, 0, -INFINITY, INFINITY };
         const int in_store = t->epilogue == NULL ||
@@ -349,6 +370,10 @@ static void *dw_task_run(void *arg)
                 dw3x3_s1_row_avx512(t, row, clamp.lo, clamp.hi);
             else if (three)
                 dw3x3_s2_row_avx512(t, row, clamp.lo, clamp.hi);
+            else if (five && p->stride_h == 1)
+                dw5x5_s1_row_avx512(t, row, clamp.lo, clamp.hi);
+            else if (five)
+                dw5x5_s2_row_avx512(t, row, clamp.lo, clamp.hi);
             else
                 dw_row_avx512(t, row, clamp.lo, clamp.hi);
             if (!in_store)

@@ -1,8 +1,9 @@
-"""The reference backend's 3x3 depthwise kernel (stride 1 and 2, filter in registers, four
-output pixels at a time away from the left and right borders) against a float64 NumPy
-reference: channel counts below, at and past 16, widths from 1 (every pixel at a border) to
-past two blocks of four, padding on any side, batch > 1, 1x1 images; and fused with its
-activation and a residual in a compiled program that is exported and loaded again."""
+"""The reference backend's 3x3 and 5x5 depthwise kernels (stride 1 and 2, four output pixels at a
+time away from the left and right borders) against a float64 NumPy reference: channel counts
+below, at and past 16, widths from 1 (every pixel at a border) to past two blocks of four,
+padding on any side, batch > 1, 1x1 images; and fused with its activation (a clamp applied in
+the kernel's stores, or a swish after them) and a residual in a compiled program that is
+exported and loaded again."""
 import numpy as np
 import pytest
 
@@ -26,15 +27,16 @@ def backend():
 
 
 @pytest.mark.parametrize("channels", [1, 5, 16, 17, 40])
-@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 7, 9, 12])
+@pytest.mark.parametrize("width", [1, 2, 3, 4, 5, 7, 9, 12, 15])
 @pytest.mark.parametrize("stride", [1, 2])
 @pytest.mark.parametrize("padding", [(0, 0, 0, 0), (1, 1, 1, 1), (0, 2, 1, 0), (2, 1, 2, 2)])
-def test_a_3x3_depthwise_convolution(backend, channels, width, stride, padding):
+@pytest.mark.parametrize("size", [3, 5])
+def test_a_square_depthwise_convolution(backend, channels, width, stride, padding, size):
     top, bottom, left, right = padding
-    x = rand(2, 5, width, channels)
-    w = rand(1, 3, 3, channels)
+    x = rand(2, 6, width, channels)
+    w = rand(1, size, size, channels)
     bias = rand(channels)
-    if width + left + right < 3:        # no output column: the layer is refused, not run
+    if width + left + right < size or 6 + top + bottom < size:  # no output: refused, not run
         with pytest.raises(loader.InvalidLayerError, match="more than the padded input"):
             backend.execute("DepthwiseConvolution2d", [x, w, bias],
                             {"stride": [stride, stride], "padding": list(padding)})
@@ -48,18 +50,22 @@ def test_a_3x3_depthwise_convolution(backend, channels, width, stride, padding):
 
 @pytest.mark.parametrize("x_shape, stride", [((2, 9, 11, 24), 1), ((1, 10, 13, 40), 2),
                                              ((1, 1, 1, 19), 1)])
-def test_a_fused_3x3_depthwise_step_loads_again_with_identical_results(backend_dir, tmp_path,
-                                                                      x_shape, stride):
+@pytest.mark.parametrize("size, function", [(3, "bounded_relu"), (5, "relu"), (5, "clip"),
+                                            (3, "swish")])
+def test_a_fused_depthwise_step_loads_again_with_identical_results(backend_dir, tmp_path, x_shape,
+                                                                   stride, size, function):
     install_reference(backend_dir)
     c = x_shape[3]
     net = loader.Network()
     x = net.add_input("x", x_shape)
     y = net.add_layer("DepthwiseConvolution2d",
-                      [x, net.add_constant("w", rand(1, 3, 3, c)), net.add_constant("b", rand(c))],
-                      {"padding": 1, "stride": stride}, name="dw")
+                      [x, net.add_constant("w", rand(1, size, size, c)), net.add_constant("b", rand(c))],
+                      {"padding": size // 2, "stride": stride}, name="dw")
     if stride == 1:
         y = net.add_layer("Addition", [y, x], name="add")
-    y = net.add_layer("Activation", [y], {"function": "bounded_relu", "a": 6.0}, name="relu6")
+    # values on both sides of each clamp's bounds
+    y = net.add_layer("Activation", [y], {"function": function, "a": 6.0 if function != "clip" else -0.5,
+                                          "b": 1.5}, name="act")
     net.add_output(y, "y")
     inputs = {"x": rand(*x_shape)}
     with loader.Runtime(dynamic_backends_path=str(backend_dir)) as rt:
