@@ -107,10 +107,27 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
     return rk_pack_weights(filt, 1, depth, depth, o);
 }
 
+int rk_conv_is_pointwise(const rk_conv_params *p)
+{
+    return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+           p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
+}
+
+int rk_conv_streams_weights(const rk_conv_params *p)
+{
+    return rk_conv_is_pointwise(p) && p->c > 0 && !rk_fully_connected_uses_packed(p->n * p->h * p->w);
+}
+
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
                      int threads)
 {
+    /* a pointwise convolution of a few pixels (a squeeze-and-excitation block's, on a pooled
+       1 x 1 image) is a fully connected layer of as many rows: its weights [o, c] streamed once
+       rather than a GEMM whose micro-tiles would be mostly empty rows */
+    if (rk_conv_streams_weights(p))
+        return rk_fully_connected_packed(x, filt, NULL, bias, y, p->n * p->h * p->w, p->c, o, 1,
+                                         epilogue, threads);
     /* the Winograd convolution only with its filter transformed beforehand (a transform
        on every call would cost more than it saves for one call) */
     const int tile = packed != NULL ? rk_winograd_tile(p, o) : 0;
@@ -126,8 +143,7 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     op.n = o;
     op.k = p->kh * p->kw * p->c;
     rk_conv_params row;
-    if (p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
-        p->pad_left == 0 && p->oh == p->h && p->ow == p->w) {
+    if (rk_conv_is_pointwise(p)) {
         /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
            convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
            the output channels (a projection to few channels), the kernel reads the rows of

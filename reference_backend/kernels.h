@@ -191,6 +191,9 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
 float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n);
 /* Whether rk_fully_connected_packed of n rows reads its packed weights (few rows stream w). */
 int rk_fully_connected_uses_packed(int64_t n);
+/* 1 for a pointwise convolution of so few pixels that it runs as the few-row fully connected
+   layer (its [o, c] weights streamed once, never packed; see rk_conv2d_packed). */
+int rk_conv_streams_weights(const rk_conv_params *p);
 
 /* A convolution's filter [o, kh, kw, c] (groups 1) packed once for rk_conv2d_packed with these
    very parameters: as rk_pack_weights packs it for the GEMM, or transformed for the Winograd

@@ -443,6 +443,9 @@ void rk_parallel_for_threads(int64_t n, int64_t grain, int nt,
    chunk's work. */
 #define RK_CHUNKS_PER_THREAD 4
 
+/* 1 for a 1 x 1, stride-1, unpadded convolution (its NHWC input is the [pixels, c] matrix). */
+int rk_conv_is_pointwise(const rk_conv_params *p);
+
 /* The most parts a depthwise convolution splits into (output rows times channel blocks). */
 int64_t rk_depthwise_parts(const rk_conv_params *p, int64_t mult);
 

@@ -148,7 +148,8 @@ BackendStatus ref_fused_pack(FusedKernel *k)
     const Operand *w = &k->operands[OPERAND_W];
     if (k->packed != NULL || w->input >= 0 || w->constant == NULL)
         return BACKEND_STATUS_OK;
-    if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1) {
+    if (k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1 &&
+        !rk_conv_streams_weights(&k->window)) {     /* a streamed one reads w as it is */
         k->packed = rk_pack_conv_weights(w->constant, &k->window, k->channels_out);
     } else if (k->layer_type == BACKEND_LAYER_FULLY_CONNECTED &&
                rk_fully_connected_uses_packed(k->n)) {

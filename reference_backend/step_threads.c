@@ -12,7 +12,8 @@
  *   Winograd (3 x 3 stride-1 convolutions, winograd.c): its products' multiply-adds, parts of one
  *     row micro-panel of tiles times column micro-panels;
  *   grouped: output rows;
- *   fully connected of few rows: the weights streamed once, 16 output columns a part.
+ *   fully connected of few rows (and pointwise convolutions of few pixels): the weights
+ *     streamed once, 16 output columns a part.
  * A new kernel decides the same way and takes the count it is given (the kernels' `threads`
  * argument; 0 keeps the per-call decision of a lone layer).
  */
@@ -47,6 +48,8 @@ int rk_conv2d_step_threads(const rk_conv_params *p, int64_t o, int64_t groups)
                             (double)(p->kh * p->kw) * (double)(p->c / groups);
         return capped(work, RK_STEP_SMALL_MIN_WORK_PER_THREAD, p->n * p->oh);
     }
+    if (rk_conv_streams_weights(p))
+        return rk_fully_connected_step_threads(p->n * p->h * p->w, p->c, o);
     const int tile = rk_winograd_tile(p, o);
     if (tile != 0) {
         /* the Winograd convolution (the form a compiled step's constant filter takes): its

@@ -188,7 +188,9 @@ def test_convolution_of_few_channels(backend, x_shape, w_shape, descriptor):
 
 @pytest.mark.parametrize("x_shape, channels_out", [((2, 5, 7, 20), 24), ((1, 3, 3, 8), 1),
                                                    ((1, 14, 14, 33), 32), ((1, 1, 1, 300), 17),
-                                                   ((3, 9, 11, 5), 16), ((1, 28, 28, 64), 33)])
+                                                   ((3, 9, 11, 5), 16), ((1, 28, 28, 64), 33),
+                                                   ((4, 1, 1, 40), 33), ((1, 2, 2, 64), 200),
+                                                   ((1, 1, 5, 24), 7)])
 def test_pointwise_convolution_to_few_channels(backend, x_shape, channels_out):
     from conformance.reference import evaluate
     rng = np.random.default_rng(sum(x_shape) + channels_out)
@@ -198,3 +200,26 @@ def test_pointwise_convolution_to_few_channels(backend, x_shape, channels_out):
     [y] = backend.execute("Convolution2d", [x, w, bias], {})
     want = evaluate("Convolution2d", [x, w, bias], {})
     np.testing.assert_allclose(y, want, rtol=1e-4, atol=1e-4 * np.sqrt(x_shape[3]))
+
+
+# -- pointwise convolutions of a few pixels (squeeze-and-excitation): the weights streamed -----
+
+@pytest.mark.parametrize("x_shape", [(1, 1, 1, 96), (2, 1, 1, 37), (1, 2, 2, 16), (1, 1, 5, 24)])
+def test_a_compiled_pointwise_convolution_of_few_pixels(x_shape):
+    """Up to four pixels the compiled step streams its [o, c] weights as the few-row fully
+    connected layer does (never packed); five take the GEMM. Both with their activation."""
+    import loader
+    from conformance.network_reference import evaluate_network
+    rng = np.random.default_rng(sum(x_shape))
+    c, o = x_shape[3], 45
+    net = loader.Network()
+    x = net.add_input("x", x_shape)
+    y = net.add_layer("Convolution2d", [x, net.add_constant("w", rng.standard_normal((o, 1, 1, c)).astype(np.float32)),
+                                        net.add_constant("b", rng.standard_normal(o).astype(np.float32))], {})
+    y = net.add_layer("Activation", [y], {"function": "hard_sigmoid", "a": 0.2, "b": 0.5})
+    net.add_output(y, "y")
+    inputs = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+    with loader.Runtime() as runtime:
+        with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+            got = loaded.execute(inputs)["y"]
+    np.testing.assert_allclose(got, evaluate_network(net, inputs)["y"], rtol=1e-5, atol=1e-5 * np.sqrt(c))
