@@ -185,6 +185,9 @@ typedef struct dw_task {
     int64_t row0, row1; /* range over n * oh output rows */
     int64_t ch0, ch1;   /* range of channels (AVX-512, multiplier 1; else all) */
     const rk_epilogue *epilogue;
+    /* the image row x's first row holds (AVX-512, multiplier 1, one image; else 0): a band of
+       rows in a pipeline's buffer (pipeline.c) */
+    int64_t first_row;
 } dw_task;
 
 #if defined(RK_X86_AVX512)
@@ -232,7 +235,7 @@ static void dw_row_avx512(const dw_task *t, int64_t row, float clamp_lo, float c
             }
             __m512 a00 = b0, a01 = b1, a10 = b0, a11 = b1;
             for (int64_t ky = ky0; ky < ky1; ky++) {
-                const float *inrow = img + (iy0 + ky * p->dil_h) * p->w * C + ch;
+                const float *inrow = img + (iy0 + ky * p->dil_h - t->first_row) * p->w * C + ch;
                 const float *frow = t->filt + ky * p->kw * C + ch;
                 for (int64_t kx = kx0; kx < kx1; kx++) {
                     const float *in = inrow + (ix0 + kx * p->dil_w) * C;
@@ -307,7 +310,7 @@ dw_square_row_impl(const dw_task *t, int64_t row, const int S, const int K, floa
                 for (int j = 0; j < OB; j++)
                     acc[j] = bias;
                 for (int64_t ky = ky0; ky < ky1; ky++) {
-                    const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
+                    const float *in = img + ((iy0 + ky - t->first_row) * p->w + ix0) * C + ch;
                     __m512 col[(OB - 1) * 2 + 5];
                     for (int c = 0; c < (OB - 1) * S + K; c++)
                         col[c] = _mm512_maskz_loadu_ps(m, in + c * C);
@@ -326,7 +329,7 @@ dw_square_row_impl(const dw_task *t, int64_t row, const int S, const int K, floa
             tap_range(ix0, 1, p->w, K, &kx0, &kx1);
             __m512 acc = bias;
             for (int64_t ky = ky0; ky < ky1; ky++) {
-                const float *in = img + ((iy0 + ky) * p->w + ix0) * C + ch;
+                const float *in = img + ((iy0 + ky - t->first_row) * p->w + ix0) * C + ch;
                 for (int64_t kx = kx0; kx < kx1; kx++)
                     acc = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, in + kx * C), RK_DW_FILTER(ky, kx), acc);
             }
@@ -554,8 +557,17 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
     int nt = threads > 0 ? (int)min_i64(threads, rk_thread_count())
                          : rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
-    dw_split split = { { x, filt, bias, y, p, mult, 0, rows, 0, p->c, epilogue }, 1 };
+    dw_split split = { { x, filt, bias, y, p, mult, 0, rows, 0, p->c, epilogue, 0 }, 1 };
     split.blocks = dw_channel_blocks(p, mult, nt);
     rk_parallel_for_threads(rows * split.blocks, 1, nt, dw_parts, &split);
     return 0;
 }
+
+#if defined(RK_X86_AVX512)
+void rk_depthwise_rows(const float *x, int64_t first_row, const float *filt, const float *bias, float *y,
+                       const rk_conv_params *p, int64_t row0, int64_t row1, const rk_epilogue *epilogue)
+{
+    dw_task t = { x, filt, bias, y, p, 1, row0, row1, 0, p->c, epilogue, first_row };
+    dw_task_run(&t);
+}
+#endif

@@ -183,6 +183,29 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
                               const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue,
                               int threads);
 
+/* A pointwise convolution (groups 1, its filter packed for rk_conv2d_packed) and the depthwise
+   convolution (multiplier 1) that alone reads its output, as one pipeline (pipeline.c): the
+   expanded tensor exists only a band of rows at a time, in scratch. The results are the bits
+   of the two convolutions apart. Neither epilogue may have a residual. */
+typedef struct rk_pipeline {
+    const float *x;                     /* the pointwise convolution's input, NHWC */
+    const float *w1, *w1_packed, *b1;   /* its filter [c_exp, 1, 1, c], packed; bias or NULL */
+    const rk_conv_params *pw;           /* its window: 1 x 1, stride 1, unpadded */
+    const rk_epilogue *e1;
+    const float *w2, *b2;               /* the depthwise filter [1, kh, kw, c_exp]; bias or NULL */
+    const rk_conv_params *dw;           /* its window: c = c_exp; n, h, w those of pw */
+    const rk_epilogue *e2;
+    float *y;                           /* the depthwise output */
+} rk_pipeline;
+/* Whether the pipeline runs on this CPU (the depthwise kernels it reads bands with are the
+   AVX-512 ones). */
+int rk_pipeline_available(void);
+/* Scratch floats rk_pointwise_depthwise needs on `threads` threads (a band buffer each). */
+int64_t rk_pipeline_scratch_floats(const rk_conv_params *dw, int threads);
+/* Runs the pipeline on `threads` threads (at most rk_thread_count()), the output rows split
+   between them; 1 when a GEMM's scratch could not be allocated. */
+int rk_pointwise_depthwise(const rk_pipeline *pipeline, float *scratch, int threads);
+
 /* The weights of rk_conv2d_fused (groups 1) and rk_fully_connected_fused packed once, as their
    GEMM reads them: B [k, n] with B[i][j] = b[i * rsb + j * csb] (a filter [o, K]: rsb 1,
    csb K; FullyConnected's w [m, k] transposed: rsb 1, csb k; w [k, m]: rsb m, csb 1). Returns
@@ -191,6 +214,8 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
 float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int64_t n);
 /* Whether rk_fully_connected_packed of n rows reads its packed weights (few rows stream w). */
 int rk_fully_connected_uses_packed(int64_t n);
+/* 1 for a 1 x 1, stride-1, unpadded convolution (its NHWC input is the [pixels, c] matrix). */
+int rk_conv_is_pointwise(const rk_conv_params *p);
 /* 1 for a pointwise convolution of so few pixels that it runs as the few-row fully connected
    layer (its [o, c] weights streamed once, never packed; see rk_conv2d_packed). */
 int rk_conv_streams_weights(const rk_conv_params *p);

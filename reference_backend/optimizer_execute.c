@@ -21,15 +21,12 @@ static double fused_macs(const FusedKernel *k)
            k->window.kw;
 }
 
-static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendBuffer *inputs,
-                                   uint32_t num_inputs, const BackendBuffer *outputs,
-                                   uint32_t num_outputs, char *message, size_t message_size)
+/* The operands of k from its constants and the buffers it is given, each checked to hold what
+   k reads; then its output buffer, checked the same way. */
+static BackendStatus bind_operands(const FusedKernel *k, const BackendBuffer *inputs, uint32_t num_inputs,
+                                   const BackendBuffer *outputs, uint32_t num_outputs,
+                                   const float *operand[OPERAND_COUNT], char *message, size_t message_size)
 {
-    FusedKernel *k = (FusedKernel *)self;
-    const float *operand[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
-    rk_epilogue epilogue = k->epilogue;
-    float *y;
-    int failed = 0;
     if (num_inputs != k->num_inputs || num_outputs != 1 || (num_inputs && inputs == NULL) ||
         outputs == NULL)
         return ref_fail(message, message_size, BACKEND_STATUS_INVALID_ARGUMENT,
@@ -53,7 +50,22 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
                         "the output holds %llu bytes, %llu are needed",
                         (unsigned long long)outputs[0].size_bytes,
                         (unsigned long long)k->output_bytes);
-    y = outputs[0].data;
+    return BACKEND_STATUS_OK;
+}
+
+static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendBuffer *inputs,
+                                   uint32_t num_inputs, const BackendBuffer *outputs,
+                                   uint32_t num_outputs, char *message, size_t message_size)
+{
+    FusedKernel *k = (FusedKernel *)self;
+    const float *operand[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
+    rk_epilogue epilogue = k->epilogue;
+    int failed = 0;
+    BackendStatus status = bind_operands(k, inputs, num_inputs, outputs, num_outputs, operand, message,
+                                         message_size);
+    if (status != BACKEND_STATUS_OK)
+        return status;
+    float *y = outputs[0].data;
     epilogue.residual = k->has_residual ? operand[OPERAND_RESIDUAL] : NULL;
     RefProfiling *profiling = k->profiling != NULL && k->profiling->enabled ? k->profiling : NULL;
     int64_t start = profiling != NULL ? ref_now_ns() : 0;
@@ -192,6 +204,44 @@ static void program_set_profiling_context(BackendCompiledSubgraph *self,
             p->steps[i].fused->set_profiling_context(p->steps[i].fused, context);
 }
 
+/* Steps i and i + 1 of p as one pipeline (decided by ref_program_finish), over the per-call
+   buffers b: each step's operands bound and checked as its own execute would. */
+static BackendStatus pipeline_execute(Program *p, uint32_t i, const BackendBuffer *b, char *message,
+                                      size_t message_size)
+{
+    const Step *s1 = &p->steps[i], *s2 = &p->steps[i + 1];
+    const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)s2->fused;
+    BackendBuffer in1[MAX_FUSED_INPUTS], in2[MAX_FUSED_INPUTS];
+    const float *o1[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
+    const float *o2[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
+    for (uint32_t j = 0; j < s1->record.num_inputs; j++)
+        in1[j] = b[s1->inputs[j]];
+    for (uint32_t j = 0; j < s2->record.num_inputs; j++)
+        in2[j] = b[s2->inputs[j]];
+    BackendStatus status = bind_operands(k1, in1, s1->record.num_inputs, &b[s1->record.output], 1, o1,
+                                         message, message_size);
+    if (status == BACKEND_STATUS_OK)
+        status = bind_operands(k2, in2, s2->record.num_inputs, &b[s2->record.output], 1, o2, message,
+                               message_size);
+    if (status != BACKEND_STATUS_OK)
+        return status;
+    rk_epilogue e1 = k1->epilogue, e2 = k2->epilogue;
+    e1.residual = e2.residual = NULL;   /* neither has one (ref_program_finish) */
+    const rk_pipeline pipeline = { o1[OPERAND_X], o1[OPERAND_W], k1->packed,
+                                   k1->has_bias ? o1[OPERAND_BIAS] : NULL, &k1->window, &e1,
+                                   o2[OPERAND_W], k2->has_bias ? o2[OPERAND_BIAS] : NULL, &k2->window,
+                                   &e2, b[s2->record.output].data };
+    RefProfiling *profiling = p->profiling != NULL && p->profiling->enabled ? p->profiling : NULL;
+    const int64_t start = profiling != NULL ? ref_now_ns() : 0;
+    if (rk_pointwise_depthwise(&pipeline, p->pipeline_scratch, s1->pipeline_threads))
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
+                        "out of memory for the fused kernel's scratch space");
+    if (profiling != NULL)
+        ref_record_event(profiling, s1->pipeline_name, s1->pipeline_layers, s1->pipeline_num_layers, start,
+                         ref_now_ns(), fused_macs(k1) + fused_macs(k2));
+    return BACKEND_STATUS_OK;
+}
+
 static BackendStatus program_execute(BackendCompiledSubgraph *self, const BackendBuffer *inputs,
                                      uint32_t num_inputs, const BackendBuffer *outputs,
                                      uint32_t num_outputs, char *message, size_t message_size)
@@ -233,6 +283,11 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
         const Step *step = &p->steps[i];
         BackendBuffer *in = p->step_inputs;
         int64_t start = 0;
+        if (step->pipeline) {
+            status = pipeline_execute(p, i, b, message, message_size);
+            i++;                        /* the next step ran in the pipeline */
+            continue;
+        }
         for (uint32_t j = 0; j < step->record.num_inputs; j++)
             in[j] = b[step->inputs[j]];
         if (step->fused != NULL) {
@@ -252,6 +307,76 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
     return status;
 }
 
+/* An expanded tensor smaller than this stays in the core's cache between the two steps anyway:
+   no pipeline for it. */
+#ifndef RK_PIPELINE_MIN_BYTES
+#define RK_PIPELINE_MIN_BYTES (512 * 1024)
+#endif
+
+/* Whether steps i and i + 1 can run as one pipeline: a pointwise convolution with its filter
+   packed, and a depthwise convolution (multiplier 1) of its output, which nothing else reads,
+   large enough to leave the cache; neither with a residual. */
+static int pipelines(const Program *p, uint32_t i)
+{
+    if (i + 1 >= p->num_steps || !rk_pipeline_available())
+        return 0;
+    const Step *s1 = &p->steps[i], *s2 = &p->steps[i + 1];
+    if (s1->fused == NULL || s2->fused == NULL || s1->record.num_inputs > MAX_FUSED_INPUTS ||
+        s2->record.num_inputs > MAX_FUSED_INPUTS)
+        return 0;
+    const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)s2->fused;
+    if (k1->layer_type != BACKEND_LAYER_CONVOLUTION2D || k1->groups != 1 || k1->packed == NULL ||
+        k1->has_residual || !rk_conv_is_pointwise(&k1->window) || rk_conv_streams_weights(&k1->window))
+        return 0;
+    if (k2->layer_type != BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D || k2->has_residual ||
+        k2->channels_out != k2->window.c || k2->window.n != k1->window.n ||
+        k2->window.h != k1->window.oh || k2->window.w != k1->window.ow || k2->window.c != k1->channels_out)
+        return 0;
+    const uint32_t slot = s1->record.output;
+    const Operand *x = &k2->operands[OPERAND_X];
+    if (slot >= p->num_slots || p->slots[slot].kind != SLOT_ARENA || p->slots[slot].bytes < RK_PIPELINE_MIN_BYTES ||
+        x->input < 0 || (uint32_t)x->input >= s2->record.num_inputs || s2->inputs[x->input] != slot)
+        return 0;
+    for (uint32_t j = 0; j < p->num_steps; j++)
+        for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
+            if (p->steps[j].inputs[k] == slot && !(j == i + 1 && k == (uint32_t)x->input))
+                return 0;
+    return 1;
+}
+
+/* Marks the steps that run as pipelines and names their events; the scratch floats the largest
+   needs. */
+static uint64_t plan_pipelines(Program *p)
+{
+    uint64_t floats = 0;
+    for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
+        if (!pipelines(p, i))
+            continue;
+        Step *s1 = &p->steps[i];
+        const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)p->steps[i + 1].fused;
+        s1->pipeline = 1;
+        s1->pipeline_threads = k1->threads > k2->threads ? k1->threads : k2->threads;
+        if (s1->pipeline_threads < 1)
+            s1->pipeline_threads = 1;
+        int n = snprintf(s1->pipeline_name, sizeof s1->pipeline_name, "%s + %s",
+                         k1->num_layer_ids == 1 ? "Convolution2d" : "fused Convolution2d",
+                         k2->num_layer_ids == 1 ? "DepthwiseConvolution2d" : "fused DepthwiseConvolution2d");
+        if (s1->pipeline_threads > 1 && n > 0 && (size_t)n < sizeof s1->pipeline_name)
+            snprintf(s1->pipeline_name + n, sizeof s1->pipeline_name - (size_t)n, " (%d threads)",
+                     s1->pipeline_threads);
+        s1->pipeline_num_layers = 0;
+        for (uint32_t j = 0; j < k1->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
+            s1->pipeline_layers[s1->pipeline_num_layers++] = k1->layer_ids[j];
+        for (uint32_t j = 0; j < k2->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
+            s1->pipeline_layers[s1->pipeline_num_layers++] = k2->layer_ids[j];
+        const uint64_t need = (uint64_t)rk_pipeline_scratch_floats(&k2->window, s1->pipeline_threads);
+        if (need > floats)
+            floats = need;
+        i++;                            /* a step is in one pipeline at most */
+    }
+    return floats;
+}
+
 BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
 {
     uint32_t most_inputs = 1;
@@ -260,9 +385,16 @@ BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
             most_inputs = p->steps[i].record.num_inputs;
     p->scratch = calloc(p->num_slots ? p->num_slots : 1, sizeof *p->scratch);
     p->step_inputs = calloc(most_inputs, sizeof *p->step_inputs);
-    p->arena = malloc(p->arena_bytes ? p->arena_bytes : 1);
+    /* the pipelines' band buffers after the planned tensors, in the same allocation */
+    const uint64_t planned = (p->arena_bytes + ARENA_ALIGNMENT - 1) / ARENA_ALIGNMENT * ARENA_ALIGNMENT;
+    const uint64_t band_floats = plan_pipelines(p);
+    if (band_floats > MAX_ARENA_BYTES / sizeof(float) || planned + band_floats * sizeof(float) > MAX_ARENA_BYTES)
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    const uint64_t total = planned + band_floats * sizeof(float);
+    p->arena = malloc(total ? (size_t)total : 1);
     if (p->scratch == NULL || p->step_inputs == NULL || p->arena == NULL)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
+    p->pipeline_scratch = band_floats ? (float *)(void *)((char *)p->arena + planned) : NULL;
     p->threads = 1;
     for (uint32_t i = 0; i < p->num_steps; i++) {
         const FusedKernel *k = (const FusedKernel *)p->steps[i].fused;

@@ -34,9 +34,12 @@ enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
    residual Addition, and an Activation or the two layers of a swish. */
 #define MAX_FUSED_LAYERS 5
 
+/* Most layers one event covers: two fused kernels run as one pipeline (ref_program_finish). */
+#define MAX_EVENT_LAYERS (2 * MAX_FUSED_LAYERS)
+
 typedef struct RefEvent {
     const char *name;
-    uint64_t layer_ids[MAX_FUSED_LAYERS];
+    uint64_t layer_ids[MAX_EVENT_LAYERS];
     uint32_t num_layer_ids;
     int64_t start_ns, end_ns;
 } RefEvent;
@@ -135,6 +138,14 @@ typedef struct Step {
     BackendTensorInfo *input_infos;     /* STEP_LAYER: record.num_inputs, owned; else NULL */
     BackendCompiledSubgraph *fused;     /* STEP_FUSED */
     BackendWorkload *workload;          /* STEP_LAYER */
+    /* never serialized, decided by ref_program_finish in each process: this step and the next
+       run as one pipeline (a pointwise convolution and the depthwise convolution that alone
+       reads its output, rk_pointwise_depthwise) on pipeline_threads threads, profiled as one
+       event of both steps' layers */
+    int pipeline, pipeline_threads;
+    char pipeline_name[96];
+    uint64_t pipeline_layers[MAX_EVENT_LAYERS];
+    uint32_t pipeline_num_layers;
 } Step;
 
 typedef struct Program {
@@ -151,6 +162,8 @@ typedef struct Program {
     BackendBuffer *scratch;             /* per-call buffers: num_slots entries */
     BackendBuffer *step_inputs;         /* per-call buffers of one step: its most inputs */
     int threads;                        /* the most any fused step runs on (held while it runs) */
+    float *pipeline_scratch;            /* in the arena, after the planned tensors: the band
+                                           buffers of the largest pipeline */
 } Program;
 
 static inline int64_t elements(const BackendTensorInfo *info)

@@ -131,7 +131,7 @@ def portable_kernels(tmp_path_factory):
     """The grouped convolution built with the test hook that takes away its AVX-512 kernel."""
     sources = [os.path.join(KERNELS, name) for name in (
         "convolution_grouped.c", "convolution.c", "winograd.c", "gemm.c", "gemm_kernels.c",
-        "threading.c", "elementwise.c", "activation.c", "activation_avx512.c")]
+        "threading.c", "elementwise.c", "activation.c", "activation_avx512.c", "fully_connected.c")]
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")

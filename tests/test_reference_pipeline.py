@@ -1,0 +1,119 @@
+"""A pointwise convolution and the depthwise convolution that alone reads its output run as one
+pipeline in a compiled program (reference_backend/pipeline.c): the expanded tensor is computed a
+band of rows at a time and never stored whole. The same network with that tensor also an
+output of the network (so that it must be stored, and no pipeline is formed) gives the same bits
+on every thread count, after an export and a load too, and both match the float64 reference.
+The backend is built here with the pipeline's thresholds lowered: a band of a few rows and no
+minimum size, so that small images cross many band boundaries (and images of a batch)."""
+import glob
+import os
+import shutil
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+KERNELS = os.path.join(ROOT, "reference_backend")
+CC = shutil.which("cc") or shutil.which("gcc")
+LOWERED = ["-DRK_PIPELINE_BAND_BYTES=4096", "-DRK_PIPELINE_MIN_BYTES=1",
+           "-DRK_STEP_GEMM_MIN_FLOP_PER_THREAD=1", "-DRK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD=1"]
+
+CHILD = r"""
+import sys
+import numpy as np
+import loader
+from conformance.network_reference import evaluate_network
+
+F = np.float32
+rng = np.random.default_rng(5)
+def const(net, name, *shape):
+    return net.add_constant(name, (rng.standard_normal(shape) * 0.4).astype(F))
+weights = {}
+
+def network(expanded_as_output):
+    global rng
+    rng = np.random.default_rng(5)
+    net = loader.Network()
+    x = net.add_input("x", (2, 13, 11, 6))
+    t = net.add_layer("Convolution2d", [x, const(net, "w0", 40, 1, 1, 6), const(net, "b0", 40)], {},
+                      name="expand")
+    e = net.add_layer("Activation", [t], {"function": "bounded_relu", "a": 6.0}, name="relu6")
+    t = net.add_layer("DepthwiseConvolution2d", [e, const(net, "wd0", 1, 3, 3, 40), const(net, "bd0", 40)],
+                      {"padding": 1}, name="dw3")
+    t = net.add_layer("Activation", [t], {"function": "relu"}, name="relu")
+    e2 = net.add_layer("Convolution2d", [t, const(net, "w1", 24, 1, 1, 40)], {}, name="expand2")
+    t = net.add_layer("DepthwiseConvolution2d", [e2, const(net, "wd1", 1, 5, 5, 24)],
+                      {"padding": [2, 1, 2, 2], "stride": 2}, name="dw5")
+    t = net.add_layer("Activation", [t], {"function": "swish"}, name="swish")
+    net.add_output(t, "y")
+    if expanded_as_output:
+        net.add_output(e, "expanded")
+        net.add_output(e2, "expanded2")
+    return net
+
+feed = {"x": rng.standard_normal((2, 13, 11, 6)).astype(F)}
+out = {}
+with loader.Runtime(dynamic_backends_path=sys.argv[1]) as runtime:
+    for stored in (False, True):
+        net = network(stored)
+        with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+            y = loaded.execute(feed)["y"]
+            loaded.execute(feed, profile=True)
+            names = sorted({e.name for e in loaded.last_profile if e.source == "backend"})
+            layers = [list(e.layers) for e in loaded.last_profile if e.source == "backend"]
+            loaded.export(sys.argv[2] + ".compiled")
+        with runtime.load_compiled_network(sys.argv[2] + ".compiled") as again:
+            assert np.array_equal(again.execute(feed)["y"], y)
+        np.testing.assert_allclose(y, evaluate_network(net, feed)["y"], rtol=1e-4, atol=1e-4)
+        out["stored" if stored else "pipelined"] = y
+        print(("stored" if stored else "pipelined") + ": " + " | ".join(names))
+        print("layers: " + " | ".join(",".join(l) for l in layers))
+np.save(sys.argv[2], np.stack([out["pipelined"], out["stored"]]))
+"""
+
+
+@pytest.fixture(scope="module")
+def lowered_backend(tmp_path_factory):
+    """The reference backend with bands of a few rows, pipelines for any size, and every step
+    split as far as its parts allow."""
+    sources = sorted(glob.glob(os.path.join(KERNELS, "*.c")))
+    if CC is None or not sources:
+        pytest.skip("needs a C compiler and the reference backend's sources")
+    with open("/proc/cpuinfo") as f:
+        if " avx512f" not in f.read():
+            pytest.skip("the pipeline reads its bands with the AVX-512 depthwise kernels")
+    directory = tmp_path_factory.mktemp("pipeline")
+    subprocess.run([CC, "-std=c11", "-O2", "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
+                    "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *LOWERED, *sources,
+                    "-o", str(directory / "Reference_CpuRef_backend.so"), "-lm", "-pthread"],
+                   check=True, capture_output=True, text=True)
+    return directory
+
+
+def run_child(backend, threads, out):
+    result = subprocess.run([sys.executable, "-c", CHILD, str(backend), str(out)],
+                            capture_output=True, text=True, timeout=120, cwd=ROOT,
+                            env=dict(os.environ, REFERENCE_BACKEND_THREADS=str(threads)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return np.load(str(out) + ".npy"), result.stdout.splitlines()
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3, 5])
+def test_a_pipeline_gives_the_bits_of_its_two_steps_apart(lowered_backend, tmp_path, threads):
+    (pipelined, stored), lines = run_child(lowered_backend, threads, tmp_path / "y")
+    assert np.array_equal(pipelined, stored), np.abs(pipelined - stored).max()
+    names = {kind: line.split(": ", 1)[1].split(" | ") for kind, line in zip(("pipelined", "stored"), lines[0::2])}
+    layers = {kind: [set(e.split(",")) for e in line.split(": ", 1)[1].split(" | ")]
+              for kind, line in zip(("pipelined", "stored"), lines[1::2])}
+    # one event for both steps of each pipeline, with the layers of both
+    suffix = f" ({threads} threads)" if threads > 1 else ""
+    assert "fused Convolution2d + fused DepthwiseConvolution2d" + suffix in names["pipelined"]
+    assert "Convolution2d + fused DepthwiseConvolution2d" + suffix in names["pipelined"]
+    assert {"expand", "relu6", "dw3", "relu"} in layers["pipelined"]
+    assert {"expand2", "dw5", "swish"} in layers["pipelined"]
+    # the expanded tensors stored for the caller: every step runs apart
+    assert not any(" + " in name for name in names["stored"]), names["stored"]
+    assert {"expand", "relu6"} in layers["stored"] and {"dw3", "relu"} in layers["stored"]
