@@ -243,6 +243,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const ReaderTable *
         if (last[r->output] < s)
             last[r->output] = s;
     }
+    ref_plan_pipelines(p, last);
     p->arena_bytes = ref_plan_arena(p->slots, first, last, p->num_slots);
     if (p->arena_bytes == UINT64_MAX)
         goto out_of_memory;

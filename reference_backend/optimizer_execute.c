@@ -344,11 +344,8 @@ static int pipelines(const Program *p, uint32_t i)
     return 1;
 }
 
-/* Marks the steps that run as pipelines and names their events; the scratch floats the largest
-   needs. */
-static uint64_t plan_pipelines(Program *p)
+void ref_plan_pipelines(Program *p, uint32_t *last)
 {
-    uint64_t floats = 0;
     for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
         if (!pipelines(p, i))
             continue;
@@ -369,10 +366,26 @@ static uint64_t plan_pipelines(Program *p)
             s1->pipeline_layers[s1->pipeline_num_layers++] = k1->layer_ids[j];
         for (uint32_t j = 0; j < k2->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
             s1->pipeline_layers[s1->pipeline_num_layers++] = k2->layer_ids[j];
-        const uint64_t need = (uint64_t)rk_pipeline_scratch_floats(&k2->window, s1->pipeline_threads);
+        /* the pipeline reads the first step's inputs while it writes the second's output: they
+           stay alive until then, so the arena never places that output over them */
+        for (uint32_t j = 0; j < s1->record.num_inputs; j++)
+            if (last[s1->inputs[j]] < i + 1)
+                last[s1->inputs[j]] = i + 1;
+        i++;                            /* a step is in one pipeline at most */
+    }
+}
+
+/* The scratch floats of the largest pipeline (ref_plan_pipelines marked them). */
+static uint64_t pipeline_floats(const Program *p)
+{
+    uint64_t floats = 0;
+    for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
+        if (!p->steps[i].pipeline)
+            continue;
+        const FusedKernel *k2 = (const FusedKernel *)p->steps[i + 1].fused;
+        const uint64_t need = (uint64_t)rk_pipeline_scratch_floats(&k2->window, p->steps[i].pipeline_threads);
         if (need > floats)
             floats = need;
-        i++;                            /* a step is in one pipeline at most */
     }
     return floats;
 }
@@ -387,7 +400,7 @@ BackendStatus ref_program_finish(Program *p, char *message, size_t message_size)
     p->step_inputs = calloc(most_inputs, sizeof *p->step_inputs);
     /* the pipelines' band buffers after the planned tensors, in the same allocation */
     const uint64_t planned = (p->arena_bytes + ARENA_ALIGNMENT - 1) / ARENA_ALIGNMENT * ARENA_ALIGNMENT;
-    const uint64_t band_floats = plan_pipelines(p);
+    const uint64_t band_floats = pipeline_floats(p);
     if (band_floats > MAX_ARENA_BYTES / sizeof(float) || planned + band_floats * sizeof(float) > MAX_ARENA_BYTES)
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY, "out of memory");
     const uint64_t total = planned + band_floats * sizeof(float);

@@ -210,8 +210,13 @@ BackendStatus ref_fused_pack(FusedKernel *k);
    its profiling events; after its layers (num_layer_ids) are known. */
 void ref_fused_plan(FusedKernel *k);
 
-/* Allocates a program's per-call buffers and arena (arena_bytes, planned) and sets its header
-   and methods. */
+/* Marks the pairs of steps that run as one pipeline (a pointwise convolution and the depthwise
+   convolution that alone reads its output, see rk_pointwise_depthwise) and extends the lifetimes
+   `last` of the first step's inputs to the second step; before the arena is planned. */
+void ref_plan_pipelines(Program *p, uint32_t *last);
+
+/* Allocates a program's per-call buffers and arena (arena_bytes, planned; then the pipelines'
+   band buffers) and sets its header and methods. */
 BackendStatus ref_program_finish(Program *p, char *message, size_t message_size);
 
 /* Frees a program and every step it owns, however far it was built. */

@@ -38,16 +38,21 @@ def network(expanded_as_output):
     rng = np.random.default_rng(5)
     net = loader.Network()
     x = net.add_input("x", (2, 13, 11, 6))
-    t = net.add_layer("Convolution2d", [x, const(net, "w0", 40, 1, 1, 6), const(net, "b0", 40)], {},
+    # the pipelines' inputs and outputs all in the arena (which must not place an output over
+    # an input the pipeline still reads)
+    # (its output smaller than its input: the arena's first fit would put it there)
+    x = net.add_layer("Convolution2d", [x, const(net, "wi", 24, 3, 3, 6)], {"padding": 1}, name="first")
+    t = net.add_layer("Convolution2d", [x, const(net, "w0", 32, 1, 1, 24), const(net, "b0", 32)], {},
                       name="expand")
     e = net.add_layer("Activation", [t], {"function": "bounded_relu", "a": 6.0}, name="relu6")
-    t = net.add_layer("DepthwiseConvolution2d", [e, const(net, "wd0", 1, 3, 3, 40), const(net, "bd0", 40)],
-                      {"padding": 1}, name="dw3")
+    t = net.add_layer("DepthwiseConvolution2d", [e, const(net, "wd0", 1, 3, 3, 32), const(net, "bd0", 32)],
+                      {"padding": 1, "stride": 2}, name="dw3")
     t = net.add_layer("Activation", [t], {"function": "relu"}, name="relu")
-    e2 = net.add_layer("Convolution2d", [t, const(net, "w1", 24, 1, 1, 40)], {}, name="expand2")
+    e2 = net.add_layer("Convolution2d", [t, const(net, "w1", 24, 1, 1, 32)], {}, name="expand2")
     t = net.add_layer("DepthwiseConvolution2d", [e2, const(net, "wd1", 1, 5, 5, 24)],
                       {"padding": [2, 1, 2, 2], "stride": 2}, name="dw5")
     t = net.add_layer("Activation", [t], {"function": "swish"}, name="swish")
+    t = net.add_layer("Convolution2d", [t, const(net, "wl", 8, 1, 1, 24)], {}, name="last")
     net.add_output(t, "y")
     if expanded_as_output:
         net.add_output(e, "expanded")
