@@ -150,6 +150,72 @@ static void copy_transposed(void *ctx, int64_t first, int64_t last)
     }
 }
 
+/* Output pixels per unit of copy_interleaved. */
+#define INTERLEAVE_CHUNK 4096
+
+#if defined(RK_X86_AVX512)
+/* y[j * 3 + c] = x[c * s + j] for j < n: 16 pixels of three planes into three vectors of
+   interleaved channels, by two permutes each. */
+__attribute__((target("avx512f")))
+static void interleave3_avx512(const float *x, int64_t s, float *y, int64_t n)
+{
+    int32_t ab[3][16], cc[3][16];
+    __mmask16 from_c[3] = { 0, 0, 0 };
+    for (int v = 0; v < 3; v++)
+        for (int l = 0; l < 16; l++) {
+            const int p = 16 * v + l, j = p / 3, ch = p % 3;
+            ab[v][l] = ch == 1 ? 16 + j : j;
+            cc[v][l] = j;
+            if (ch == 2)
+                from_c[v] |= (__mmask16)(1u << l);
+        }
+    __m512i iab[3], ic[3];
+    for (int v = 0; v < 3; v++) {
+        iab[v] = _mm512_loadu_si512(ab[v]);
+        ic[v] = _mm512_loadu_si512(cc[v]);
+    }
+    int64_t j = 0;
+    for (; j + 16 <= n; j += 16) {
+        const __m512 a = _mm512_loadu_ps(x + j), b = _mm512_loadu_ps(x + s + j), c = _mm512_loadu_ps(x + 2 * s + j);
+        for (int v = 0; v < 3; v++)
+            _mm512_storeu_ps(y + 3 * j + 16 * v,
+                             _mm512_mask_permutexvar_ps(_mm512_permutex2var_ps(a, iab[v], b), from_c[v], ic[v], c));
+    }
+    for (; j < n; j++)
+        for (int c = 0; c < 3; c++)
+            y[3 * j + c] = x[c * s + j];
+}
+#endif
+
+/* Units: (the row of the axes before q, an INTERLEAVE_CHUNK of q). The last axis has a few
+   elements (an image's channels) and q, the axis before it, is contiguous in the input: each
+   output row of q interleaves that many contiguous input runs (NCHW to NHWC). */
+static void copy_interleaved(void *ctx, int64_t first, int64_t last)
+{
+    const copy_call *c = ctx;
+    const rk_strided_copy *p = c->p;
+    const int q = c->q;
+    const int64_t e = p->extent[p->rank - 1], s = p->stride[p->rank - 1], nq = p->extent[q];
+    const int64_t chunks = ceil_div(nq, INTERLEAVE_CHUNK);
+    for (int64_t unit = first; unit < last; unit++) {
+        const int64_t row = unit / chunks, j0 = unit % chunks * INTERLEAVE_CHUNK;
+        const int64_t n = min_i64(INTERLEAVE_CHUNK, nq - j0);
+        int64_t in, out;
+        row_offsets(p, row, q, &in, &out);
+        const float *src = c->x + in + j0;
+        float *dst = c->y + out + j0 * e;
+#if defined(RK_X86_AVX512)
+        if (e == 3 && rk_use_avx512()) {
+            interleave3_avx512(src, s, dst, n);
+            continue;
+        }
+#endif
+        for (int64_t j = 0; j < n; j++)
+            for (int64_t k = 0; k < e; k++)
+                dst[j * e + k] = src[k * s + j];
+    }
+}
+
 /*
  * rk_copy_strided: y (dense, p's extents) from x as p says (rk_strided_copy_plan applied). No
  * scratch; y must not overlap x.
@@ -173,6 +239,12 @@ int rk_copy_strided(const float *x, float *y, const rk_strided_copy *p)
         rk_parallel_for(rows, 1, (double)p->extent[p->rank - 1],
                         p->stride[p->rank - 1] == 1 ? RK_COPY_MIN_PER_THREAD : RK_MATH_MIN_PER_THREAD,
                         copy_rows, &c);
+        return 0;
+    }
+    if (c.q == p->rank - 2 && p->extent[p->rank - 1] <= 4) {
+        const int64_t units = rows / p->extent[c.q] * ceil_div(p->extent[c.q], INTERLEAVE_CHUNK);
+        rk_parallel_for(units, 1, (double)total / (double)units, RK_COPY_MIN_PER_THREAD,
+                        copy_interleaved, &c);
         return 0;
     }
     c.q_blocks = ceil_div(p->extent[c.q], TILE);

@@ -265,6 +265,16 @@ def test_transpose_through_tiles_with_ragged_edges(backend, shape, perm):
     check(backend, "Transpose", [x], {"perm": list(perm)})
 
 
+# NCHW to NHWC of an image's few channels: runs of pixels interleaved (three channels 16 pixels
+# at a time), chunks of 4096 pixels, a ragged tail, batches
+@pytest.mark.parametrize("shape", [(1, 3, 224, 224), (2, 3, 9, 7), (1, 3, 1, 5), (1, 1, 30, 30),
+                                   (3, 2, 17, 3), (1, 4, 70, 70), (1, 3, 65, 65)])
+def test_transpose_of_an_image_to_channels_last(backend, shape):
+    x = rng_for(shape).standard_normal(shape).astype(F)
+    [y] = backend.execute("Transpose", [x], {"perm": [0, 2, 3, 1]})
+    assert np.array_equal(y, x.transpose(0, 2, 3, 1))
+
+
 @pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
 @pytest.mark.parametrize("rank", range(1, 7))
 def test_pad_with_negative_pads(backend, mode, rank):
