@@ -185,9 +185,9 @@ typedef struct dw_task {
     int64_t row0, row1; /* range over n * oh output rows */
     int64_t ch0, ch1;   /* range of channels (AVX-512, multiplier 1; else all) */
     const rk_epilogue *epilogue;
-    /* the image row x's first row holds (AVX-512, multiplier 1, one image; else 0): a band of
-       rows in a pipeline's buffer (pipeline.c) */
-    int64_t first_row;
+    /* the image row x's first row holds, and the output row y's first row is (AVX-512,
+       multiplier 1, one image; else 0): bands of rows in a pipeline's buffers (pipeline.c) */
+    int64_t first_row, y_first_row;
 } dw_task;
 
 #if defined(RK_X86_AVX512)
@@ -213,7 +213,7 @@ static void dw_row_avx512(const dw_task *t, int64_t row, float clamp_lo, float c
     const int64_t bi = row / p->oh, oy = row - bi * p->oh;
     const int64_t iy0 = oy * p->stride_h - p->pad_top;
     const float *img = t->x + bi * p->h * p->w * C;
-    float *outrow = t->y + row * p->ow * C;
+    float *outrow = t->y + (row - t->y_first_row) * p->ow * C;
     const int64_t next = p->stride_w * C; /* input offset from one output pixel to the next */
     int64_t ky0, ky1;
     tap_range(iy0, p->dil_h, p->h, p->kh, &ky0, &ky1);
@@ -283,7 +283,7 @@ dw_square_row_impl(const dw_task *t, int64_t row, const int S, const int K, floa
     const int64_t bi = row / p->oh, oy = row - bi * p->oh;
     const int64_t iy0 = oy * S - p->pad_top;
     const float *img = t->x + bi * p->h * p->w * C;
-    float *outrow = t->y + row * p->ow * C;
+    float *outrow = t->y + (row - t->y_first_row) * p->ow * C;
     int64_t ky0, ky1;
     tap_range(iy0, 1, p->h, K, &ky0, &ky1);
     /* output pixels [ox_lo, ox_hi) have all K columns inside the input */
@@ -396,7 +396,7 @@ static void *dw_task_run(void *arg)
             else
                 dw_row_avx512(t, row, clamp.lo, clamp.hi);
             if (!in_store)
-                rk_apply_epilogue(t->epilogue, t->y + row * p->ow * OC + t->ch0, OC, row * p->ow,
+                rk_apply_epilogue(t->epilogue, t->y + (row - t->y_first_row) * p->ow * OC + t->ch0, OC, row * p->ow,
                                   t->ch0, p->ow, t->ch1 - t->ch0);
         }
         return NULL;
@@ -557,7 +557,7 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
     double work = 2.0 * (double)rows * (double)p->ow * (double)(p->c * mult) * (double)(p->kh * p->kw);
     int nt = threads > 0 ? (int)min_i64(threads, rk_thread_count())
                          : rk_threads_for(work, RK_SMALL_MIN_WORK_PER_THREAD * 2.0);
-    dw_split split = { { x, filt, bias, y, p, mult, 0, rows, 0, p->c, epilogue, 0 }, 1 };
+    dw_split split = { { x, filt, bias, y, p, mult, 0, rows, 0, p->c, epilogue, 0, 0 }, 1 };
     split.blocks = dw_channel_blocks(p, mult, nt);
     rk_parallel_for_threads(rows * split.blocks, 1, nt, dw_parts, &split);
     return 0;
@@ -567,7 +567,7 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
 void rk_depthwise_rows(const float *x, int64_t first_row, const float *filt, const float *bias, float *y,
                        const rk_conv_params *p, int64_t row0, int64_t row1, const rk_epilogue *epilogue)
 {
-    dw_task t = { x, filt, bias, y, p, 1, row0, row1, 0, p->c, epilogue, first_row };
+    dw_task t = { x, filt, bias, y, p, 1, row0, row1, 0, p->c, epilogue, first_row, row0 };
     dw_task_run(&t);
 }
 #endif

@@ -183,27 +183,34 @@ int rk_depthwise_conv2d_fused(const float *x, const float *filt, const float *bi
                               const rk_conv_params *p, int64_t mult, const rk_epilogue *epilogue,
                               int threads);
 
-/* A pointwise convolution (groups 1, its filter packed for rk_conv2d_packed) and the depthwise
-   convolution (multiplier 1) that alone reads its output, as one pipeline (pipeline.c): the
-   expanded tensor exists only a band of rows at a time, in scratch. The results are the bits
-   of the two convolutions apart. Neither epilogue may have a residual. */
+/* The steps of an inverted residual block as one pipeline (pipeline.c): a pointwise expansion
+   (groups 1, its filter packed for rk_conv2d_packed), the depthwise convolution (multiplier 1)
+   that alone reads its output, and the pointwise projection (packed too) that alone reads the
+   depthwise output; the expansion or the projection may be absent. The tensors between them
+   exist only a band of rows at a time, in scratch. The results are the bits of the steps apart.
+   Only the projection's epilogue may have a residual. */
 typedef struct rk_pipeline {
-    const float *x;                     /* the pointwise convolution's input, NHWC */
-    const float *w1, *w1_packed, *b1;   /* its filter [c_exp, 1, 1, c], packed; bias or NULL */
-    const rk_conv_params *pw;           /* its window: 1 x 1, stride 1, unpadded */
+    const float *x;                     /* the first step's input, NHWC */
+    const float *w1, *w1_packed, *b1;   /* the expansion's filter [c_exp, 1, 1, c], packed; bias */
+    const rk_conv_params *pw;           /* its window (1 x 1, stride 1, unpadded), or NULL: none */
     const rk_epilogue *e1;
     const float *w2, *b2;               /* the depthwise filter [1, kh, kw, c_exp]; bias or NULL */
-    const rk_conv_params *dw;           /* its window: c = c_exp; n, h, w those of pw */
+    const rk_conv_params *dw;           /* its window: c = c_exp */
     const rk_epilogue *e2;
-    float *y;                           /* the depthwise output */
+    const float *w3, *w3_packed, *b3;   /* the projection's filter [proj_out, 1, 1, c_exp], packed */
+    const rk_conv_params *proj;         /* its window (the depthwise output's), or NULL: none */
+    int64_t proj_out;
+    const rk_epilogue *e3;
+    float *y;                           /* the last step's output */
 } rk_pipeline;
-/* Whether the pipeline runs on this CPU (the depthwise kernels it reads bands with are the
+/* Whether pipelines run on this CPU (the depthwise kernels that read and write bands are the
    AVX-512 ones). */
 int rk_pipeline_available(void);
-/* Scratch floats rk_pointwise_depthwise needs on `threads` threads (a band buffer each). */
-int64_t rk_pipeline_scratch_floats(const rk_conv_params *dw, int threads);
-/* Runs the pipeline on `threads` threads (at most rk_thread_count()), the output rows split
-   between them; 1 when a GEMM's scratch could not be allocated. */
+/* Scratch floats a pipeline around this depthwise window needs on `threads` threads (band
+   buffers each: the expanded rows where it expands, the depthwise rows where it projects). */
+int64_t rk_pipeline_scratch_floats(const rk_conv_params *dw, int expands, int projects, int threads);
+/* Runs the pipeline on `threads` threads (at most rk_thread_count()), the depthwise output rows
+   split between them; 1 when a GEMM's scratch could not be allocated. */
 int rk_pointwise_depthwise(const rk_pipeline *pipeline, float *scratch, int threads);
 
 /* The weights of rk_conv2d_fused (groups 1) and rk_fully_connected_fused packed once, as their

@@ -444,8 +444,9 @@ void rk_parallel_for_threads(int64_t n, int64_t grain, int nt,
 #define RK_CHUNKS_PER_THREAD 4
 
 #if defined(RK_X86_AVX512)
-/* Depthwise output rows [row0, row1) of one image (p->n 1, multiplier 1) into y, its input rows
-   read from x, which holds the image's rows from first_row on (AVX-512 kernels only). */
+/* Depthwise output rows [row0, row1) of one image (p->n 1, multiplier 1) into y (which holds
+   row row0 first), its input rows read from x, which holds the image's rows from first_row on
+   (AVX-512 kernels only). */
 void rk_depthwise_rows(const float *x, int64_t first_row, const float *filt, const float *bias, float *y,
                        const rk_conv_params *p, int64_t row0, int64_t row1, const rk_epilogue *epilogue);
 #endif

@@ -204,41 +204,51 @@ static void program_set_profiling_context(BackendCompiledSubgraph *self,
             p->steps[i].fused->set_profiling_context(p->steps[i].fused, context);
 }
 
-/* Steps i and i + 1 of p as one pipeline (decided by ref_program_finish), over the per-call
+/* The steps i .. i + pipeline - 1 of p as one pipeline (ref_plan_pipelines), over the per-call
    buffers b: each step's operands bound and checked as its own execute would. */
 static BackendStatus pipeline_execute(Program *p, uint32_t i, const BackendBuffer *b, char *message,
                                       size_t message_size)
 {
-    const Step *s1 = &p->steps[i], *s2 = &p->steps[i + 1];
-    const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)s2->fused;
-    BackendBuffer in1[MAX_FUSED_INPUTS], in2[MAX_FUSED_INPUTS];
-    const float *o1[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
-    const float *o2[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
-    for (uint32_t j = 0; j < s1->record.num_inputs; j++)
-        in1[j] = b[s1->inputs[j]];
-    for (uint32_t j = 0; j < s2->record.num_inputs; j++)
-        in2[j] = b[s2->inputs[j]];
-    BackendStatus status = bind_operands(k1, in1, s1->record.num_inputs, &b[s1->record.output], 1, o1,
-                                         message, message_size);
-    if (status == BACKEND_STATUS_OK)
-        status = bind_operands(k2, in2, s2->record.num_inputs, &b[s2->record.output], 1, o2, message,
+    const Step *first = &p->steps[i];
+    const FusedKernel *k[3] = { NULL, NULL, NULL };
+    const float *o[3][OPERAND_COUNT];
+    rk_epilogue e[3];
+    BackendStatus status = BACKEND_STATUS_OK;
+    for (int s = 0; s < first->pipeline && status == BACKEND_STATUS_OK; s++) {
+        const Step *step = &p->steps[i + (uint32_t)s];
+        BackendBuffer in[MAX_FUSED_INPUTS];
+        for (uint32_t j = 0; j < step->record.num_inputs; j++)
+            in[j] = b[step->inputs[j]];
+        k[s] = (const FusedKernel *)step->fused;
+        status = bind_operands(k[s], in, step->record.num_inputs, &b[step->record.output], 1, o[s], message,
                                message_size);
+        e[s] = k[s]->epilogue;
+        e[s].residual = k[s]->has_residual ? o[s][OPERAND_RESIDUAL] : NULL;
+    }
     if (status != BACKEND_STATUS_OK)
         return status;
-    rk_epilogue e1 = k1->epilogue, e2 = k2->epilogue;
-    e1.residual = e2.residual = NULL;   /* neither has one (ref_program_finish) */
-    const rk_pipeline pipeline = { o1[OPERAND_X], o1[OPERAND_W], k1->packed,
-                                   k1->has_bias ? o1[OPERAND_BIAS] : NULL, &k1->window, &e1,
-                                   o2[OPERAND_W], k2->has_bias ? o2[OPERAND_BIAS] : NULL, &k2->window,
-                                   &e2, b[s2->record.output].data };
+    const int d = first->pipeline_expands;              /* the depthwise step */
+    const FusedKernel *ke = d ? k[0] : NULL, *kd = k[d], *kp = first->pipeline_projects ? k[d + 1] : NULL;
+    const rk_pipeline pipeline = {
+        o[0][OPERAND_X],
+        ke ? o[0][OPERAND_W] : NULL, ke ? ke->packed : NULL, ke && ke->has_bias ? o[0][OPERAND_BIAS] : NULL,
+        ke ? &ke->window : NULL, ke ? &e[0] : NULL,
+        o[d][OPERAND_W], kd->has_bias ? o[d][OPERAND_BIAS] : NULL, &kd->window, &e[d],
+        kp ? o[d + 1][OPERAND_W] : NULL, kp ? kp->packed : NULL, kp && kp->has_bias ? o[d + 1][OPERAND_BIAS] : NULL,
+        kp ? &kp->window : NULL, kp ? kp->channels_out : 0, kp ? &e[d + 1] : NULL,
+        b[p->steps[i + (uint32_t)first->pipeline - 1].record.output].data };
     RefProfiling *profiling = p->profiling != NULL && p->profiling->enabled ? p->profiling : NULL;
     const int64_t start = profiling != NULL ? ref_now_ns() : 0;
-    if (rk_pointwise_depthwise(&pipeline, p->pipeline_scratch, s1->pipeline_threads))
+    if (rk_pointwise_depthwise(&pipeline, p->pipeline_scratch, first->pipeline_threads))
         return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
                         "out of memory for the fused kernel's scratch space");
-    if (profiling != NULL)
-        ref_record_event(profiling, s1->pipeline_name, s1->pipeline_layers, s1->pipeline_num_layers, start,
-                         ref_now_ns(), fused_macs(k1) + fused_macs(k2));
+    if (profiling != NULL) {
+        double macs = 0.0;
+        for (int s = 0; s < first->pipeline; s++)
+            macs += fused_macs(k[s]);
+        ref_record_event(profiling, first->pipeline_name, first->pipeline_layers, first->pipeline_num_layers,
+                         start, ref_now_ns(), macs);
+    }
     return BACKEND_STATUS_OK;
 }
 
@@ -285,7 +295,7 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
         int64_t start = 0;
         if (step->pipeline) {
             status = pipeline_execute(p, i, b, message, message_size);
-            i++;                        /* the next step ran in the pipeline */
+            i += (uint32_t)step->pipeline - 1;  /* the steps after it ran in the pipeline */
             continue;
         }
         for (uint32_t j = 0; j < step->record.num_inputs; j++)
@@ -313,65 +323,104 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
 #define RK_PIPELINE_MIN_BYTES (512 * 1024)
 #endif
 
-/* Whether steps i and i + 1 can run as one pipeline: a pointwise convolution with its filter
-   packed, and a depthwise convolution (multiplier 1) of its output, which nothing else reads,
-   large enough to leave the cache; neither with a residual. */
-static int pipelines(const Program *p, uint32_t i)
+/* A pointwise convolution with its filter packed (not streamed). */
+static int pointwise_step(const FusedKernel *k)
 {
-    if (i + 1 >= p->num_steps || !rk_pipeline_available())
-        return 0;
-    const Step *s1 = &p->steps[i], *s2 = &p->steps[i + 1];
-    if (s1->fused == NULL || s2->fused == NULL || s1->record.num_inputs > MAX_FUSED_INPUTS ||
-        s2->record.num_inputs > MAX_FUSED_INPUTS)
-        return 0;
-    const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)s2->fused;
-    if (k1->layer_type != BACKEND_LAYER_CONVOLUTION2D || k1->groups != 1 || k1->packed == NULL ||
-        k1->has_residual || !rk_conv_is_pointwise(&k1->window) || rk_conv_streams_weights(&k1->window))
-        return 0;
-    if (k2->layer_type != BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D || k2->has_residual ||
-        k2->channels_out != k2->window.c || k2->window.n != k1->window.n ||
-        k2->window.h != k1->window.oh || k2->window.w != k1->window.ow || k2->window.c != k1->channels_out)
-        return 0;
-    const uint32_t slot = s1->record.output;
-    const Operand *x = &k2->operands[OPERAND_X];
+    return k != NULL && k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1 && k->packed != NULL &&
+           rk_conv_is_pointwise(&k->window) && !rk_conv_streams_weights(&k->window);
+}
+
+/* A depthwise convolution of multiplier 1 without a residual. */
+static int depthwise_step(const FusedKernel *k)
+{
+    return k != NULL && k->layer_type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D && !k->has_residual &&
+           k->channels_out == k->window.c;
+}
+
+static const FusedKernel *fused_at(const Program *p, uint32_t i)
+{
+    if (i >= p->num_steps || p->steps[i].fused == NULL || p->steps[i].record.num_inputs > MAX_FUSED_INPUTS)
+        return NULL;
+    return (const FusedKernel *)p->steps[i].fused;
+}
+
+/* Whether step a's output is what step b reads as its X operand, and nothing else reads: an
+   arena tensor large enough to leave the cache between the two steps. */
+static int feeds(const Program *p, uint32_t a, uint32_t b)
+{
+    const uint32_t slot = p->steps[a].record.output;
+    const Operand *x = &((const FusedKernel *)p->steps[b].fused)->operands[OPERAND_X];
     if (slot >= p->num_slots || p->slots[slot].kind != SLOT_ARENA || p->slots[slot].bytes < RK_PIPELINE_MIN_BYTES ||
-        x->input < 0 || (uint32_t)x->input >= s2->record.num_inputs || s2->inputs[x->input] != slot)
+        x->input < 0 || (uint32_t)x->input >= p->steps[b].record.num_inputs || p->steps[b].inputs[x->input] != slot)
         return 0;
     for (uint32_t j = 0; j < p->num_steps; j++)
         for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
-            if (p->steps[j].inputs[k] == slot && !(j == i + 1 && k == (uint32_t)x->input))
+            if (p->steps[j].inputs[k] == slot && !(j == b && k == (uint32_t)x->input))
                 return 0;
     return 1;
+}
+
+/* The steps of a pipeline from step i (0: none): an expansion, a depthwise convolution and a
+   projection, or two of them in that order, each tensor between them read by the next alone. */
+static int pipeline_at(const Program *p, uint32_t i, int *expands, int *projects)
+{
+    const FusedKernel *a = fused_at(p, i), *b = fused_at(p, i + 1), *c = fused_at(p, i + 2);
+    *expands = *projects = 0;
+    if (!rk_pipeline_available() || a == NULL || b == NULL)
+        return 0;
+    if (pointwise_step(a) && !a->has_residual && depthwise_step(b) && b->window.n == a->window.n &&
+        b->window.h == a->window.oh && b->window.w == a->window.ow && b->window.c == a->channels_out &&
+        feeds(p, i, i + 1)) {
+        *expands = 1;
+        a = b;
+        b = c;
+        i++;
+    } else if (!depthwise_step(a)) {
+        return 0;
+    }
+    if (pointwise_step(b) && b->window.n == a->window.n && b->window.h == a->window.oh &&
+        b->window.w == a->window.ow && b->window.c == a->channels_out && feeds(p, i, i + 1))
+        *projects = 1;
+    return *expands + *projects > 0 ? 1 + *expands + *projects : 0;
 }
 
 void ref_plan_pipelines(Program *p, uint32_t *last)
 {
     for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
-        if (!pipelines(p, i))
+        int expands, projects;
+        const int n = pipeline_at(p, i, &expands, &projects);
+        if (n == 0)
             continue;
-        Step *s1 = &p->steps[i];
-        const FusedKernel *k1 = (const FusedKernel *)s1->fused, *k2 = (const FusedKernel *)p->steps[i + 1].fused;
-        s1->pipeline = 1;
-        s1->pipeline_threads = k1->threads > k2->threads ? k1->threads : k2->threads;
-        if (s1->pipeline_threads < 1)
-            s1->pipeline_threads = 1;
-        int n = snprintf(s1->pipeline_name, sizeof s1->pipeline_name, "%s + %s",
-                         k1->num_layer_ids == 1 ? "Convolution2d" : "fused Convolution2d",
-                         k2->num_layer_ids == 1 ? "DepthwiseConvolution2d" : "fused DepthwiseConvolution2d");
-        if (s1->pipeline_threads > 1 && n > 0 && (size_t)n < sizeof s1->pipeline_name)
-            snprintf(s1->pipeline_name + n, sizeof s1->pipeline_name - (size_t)n, " (%d threads)",
-                     s1->pipeline_threads);
-        s1->pipeline_num_layers = 0;
-        for (uint32_t j = 0; j < k1->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
-            s1->pipeline_layers[s1->pipeline_num_layers++] = k1->layer_ids[j];
-        for (uint32_t j = 0; j < k2->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
-            s1->pipeline_layers[s1->pipeline_num_layers++] = k2->layer_ids[j];
-        /* the pipeline reads the first step's inputs while it writes the second's output: they
-           stay alive until then, so the arena never places that output over them */
-        for (uint32_t j = 0; j < s1->record.num_inputs; j++)
-            if (last[s1->inputs[j]] < i + 1)
-                last[s1->inputs[j]] = i + 1;
-        i++;                            /* a step is in one pipeline at most */
+        Step *first = &p->steps[i];
+        first->pipeline = n;
+        first->pipeline_expands = expands;
+        first->pipeline_projects = projects;
+        first->pipeline_threads = 1;
+        first->pipeline_num_layers = 0;
+        size_t used = 0;
+        first->pipeline_name[0] = '\0';
+        for (int s = 0; s < n; s++) {
+            const FusedKernel *k = fused_at(p, i + (uint32_t)s);
+            if (k->threads > first->pipeline_threads)
+                first->pipeline_threads = k->threads;
+            const char *kind = k->layer_type == BACKEND_LAYER_CONVOLUTION2D ? "Convolution2d" : "DepthwiseConvolution2d";
+            int w = snprintf(first->pipeline_name + used, sizeof first->pipeline_name - used, "%s%s%s",
+                             s ? " + " : "", k->num_layer_ids == 1 ? "" : "fused ", kind);
+            if (w > 0 && used + (size_t)w < sizeof first->pipeline_name)
+                used += (size_t)w;
+            for (uint32_t j = 0; j < k->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
+                first->pipeline_layers[first->pipeline_num_layers++] = k->layer_ids[j];
+            /* the pipeline reads every step's inputs until it writes its last output: they stay
+               alive until then, so the arena never places that output over them */
+            const Step *step = &p->steps[i + (uint32_t)s];
+            for (uint32_t j = 0; j < step->record.num_inputs; j++)
+                if (last[step->inputs[j]] < i + (uint32_t)n - 1)
+                    last[step->inputs[j]] = i + (uint32_t)n - 1;
+        }
+        if (first->pipeline_threads > 1 && used < sizeof first->pipeline_name)
+            snprintf(first->pipeline_name + used, sizeof first->pipeline_name - used, " (%d threads)",
+                     first->pipeline_threads);
+        i += (uint32_t)n - 1;           /* a step is in one pipeline at most */
     }
 }
 
@@ -379,11 +428,13 @@ void ref_plan_pipelines(Program *p, uint32_t *last)
 static uint64_t pipeline_floats(const Program *p)
 {
     uint64_t floats = 0;
-    for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
-        if (!p->steps[i].pipeline)
+    for (uint32_t i = 0; i < p->num_steps; i++) {
+        const Step *first = &p->steps[i];
+        if (!first->pipeline)
             continue;
-        const FusedKernel *k2 = (const FusedKernel *)p->steps[i + 1].fused;
-        const uint64_t need = (uint64_t)rk_pipeline_scratch_floats(&k2->window, p->steps[i].pipeline_threads);
+        const FusedKernel *dw = (const FusedKernel *)p->steps[i + (uint32_t)first->pipeline_expands].fused;
+        const uint64_t need = (uint64_t)rk_pipeline_scratch_floats(&dw->window, first->pipeline_expands,
+                                                                   first->pipeline_projects, first->pipeline_threads);
         if (need > floats)
             floats = need;
     }

@@ -34,8 +34,8 @@ enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
    residual Addition, and an Activation or the two layers of a swish. */
 #define MAX_FUSED_LAYERS 5
 
-/* Most layers one event covers: two fused kernels run as one pipeline (ref_program_finish). */
-#define MAX_EVENT_LAYERS (2 * MAX_FUSED_LAYERS)
+/* Most layers one event covers: three fused kernels run as one pipeline (ref_plan_pipelines). */
+#define MAX_EVENT_LAYERS (3 * MAX_FUSED_LAYERS)
 
 typedef struct RefEvent {
     const char *name;
@@ -138,12 +138,12 @@ typedef struct Step {
     BackendTensorInfo *input_infos;     /* STEP_LAYER: record.num_inputs, owned; else NULL */
     BackendCompiledSubgraph *fused;     /* STEP_FUSED */
     BackendWorkload *workload;          /* STEP_LAYER */
-    /* never serialized, decided by ref_program_finish in each process: this step and the next
-       run as one pipeline (a pointwise convolution and the depthwise convolution that alone
-       reads its output, rk_pointwise_depthwise) on pipeline_threads threads, profiled as one
-       event of both steps' layers */
-    int pipeline, pipeline_threads;
-    char pipeline_name[96];
+    /* never serialized, decided by ref_plan_pipelines in each process: this step and the
+       pipeline - 1 after it run as one pipeline (rk_pointwise_depthwise: an expansion, a
+       depthwise convolution and a projection, or two of them) on pipeline_threads threads,
+       profiled as one event of all their layers */
+    int pipeline, pipeline_expands, pipeline_projects, pipeline_threads;
+    char pipeline_name[128];
     uint64_t pipeline_layers[MAX_EVENT_LAYERS];
     uint32_t pipeline_num_layers;
 } Step;
@@ -210,9 +210,9 @@ BackendStatus ref_fused_pack(FusedKernel *k);
    its profiling events; after its layers (num_layer_ids) are known. */
 void ref_fused_plan(FusedKernel *k);
 
-/* Marks the pairs of steps that run as one pipeline (a pointwise convolution and the depthwise
-   convolution that alone reads its output, see rk_pointwise_depthwise) and extends the lifetimes
-   `last` of the first step's inputs to the second step; before the arena is planned. */
+/* Marks the steps that run as one pipeline (see rk_pointwise_depthwise) and extends the
+   lifetimes `last` of their inputs to the pipeline's last step (its output must not be placed
+   over them); before the arena is planned. */
 void ref_plan_pipelines(Program *p, uint32_t *last);
 
 /* Allocates a program's per-call buffers and arena (arena_bytes, planned; then the pipelines'
