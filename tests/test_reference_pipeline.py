@@ -89,7 +89,7 @@ def lowered_backend(tmp_path_factory):
         if " avx512f" not in f.read():
             pytest.skip("the pipeline reads its bands with the AVX-512 depthwise kernels")
     directory = tmp_path_factory.mktemp("pipeline")
-    subprocess.run([CC, "-std=c11", "-O2", "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
+    subprocess.run([CC, "-std=c11", "-O1", "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
                     "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *LOWERED, *sources,
                     "-o", str(directory / "Reference_CpuRef_backend.so"), "-lm", "-pthread"],
                    check=True, capture_output=True, text=True)
