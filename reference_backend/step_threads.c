@@ -36,7 +36,10 @@ int rk_depthwise_step_threads(const rk_conv_params *p, int64_t mult)
 {
     const double work = 2.0 * (double)(p->n * p->oh) * (double)p->ow * (double)(p->c * mult) *
                         (double)(p->kh * p->kw);
-    return capped(work, RK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD, rk_depthwise_parts(p, mult));
+    /* larger windows do more multiply-adds per byte the step reads from the other cores'
+       caches: a thread pays from proportionally fewer */
+    const double taps = (double)(p->kh * p->kw), per = taps > 9.0 ? 9.0 / taps : 1.0;
+    return capped(work, RK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD * per, rk_depthwise_parts(p, mult));
 }
 
 int rk_conv2d_step_threads(const rk_conv_params *p, int64_t o, int64_t groups)
