@@ -3,7 +3,7 @@ memory, where the time goes, and the distance to this machine's arithmetic floor
 
     python benchmarks/bench_network.py [--models mobilenet_v2,resnet18,...] [--threads 1,2]
                                        [--rounds 15] [--models-dir DIR] [--no-memory]
-                                       [--layers 30] [--decisions]
+                                       [--layers 30] [--decisions] [--against OLD.so]
 
 Each model is one of torchvision's (random weights, fixed seed, eval mode), exported to ONNX
 once and kept in --models-dir (default ~/.cache/dynamic-backends/models; exporting needs torch
@@ -27,6 +27,10 @@ and torchvision, running needs onnx and onnxruntime: pip install -e '.[zoo]'). B
 - decisions (--decisions): the per-step thread counts the compiled program made, as its profile
   events name them ("fused Convolution2d (2 threads)"; no count: the calling thread alone), with
   each step's time.
+- against (--against OLD.so): another build of the reference backend (a copy of an older
+  reference_backend/backends/Reference_CpuRef_backend.so), loaded in the same child process from
+  a directory of its own and timed in the same interleaved rounds: this checkout's speed over
+  its, and whether the two give the same bits.
 
 Then the runtime's own time per layer: a chain of LAYERS cheap layers against a chain of one,
 everything outside the backend call.
@@ -36,6 +40,7 @@ import json
 import os
 import resource
 import statistics
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -133,7 +138,7 @@ def _input(proto_or_path):
     return name, np.random.default_rng(0).standard_normal(shape).astype(np.float32)
 
 
-def child_time(path, threads, rounds, with_default):
+def child_time(path, threads, rounds, with_default, against=None):
     import loader
     import loader.onnx
     name, x = _input(path)
@@ -155,6 +160,15 @@ def child_time(path, threads, rounds, with_default):
     difference = float(np.max(np.abs(got - want))) / (float(np.max(np.abs(want))) or 1.0)
 
     candidates = {"ours": lambda: loaded.execute(feeds)}
+    other = before = None
+    if against:
+        # another build of the reference backend, loaded from a directory of its own
+        other_dir = tempfile.mkdtemp(prefix="bench-network-")
+        shutil.copy(against, os.path.join(other_dir, "Reference_CpuRef_backend.so"))
+        other = loader.Runtime(dynamic_backends_path=other_dir)
+        before = other.load_network(net, backends=["CpuRef"])
+        same = bool(np.array_equal(next(iter(before.execute(feeds).values())), got))
+        candidates["against"] = lambda: before.execute(feeds)
     for label, session in sessions.items():
         candidates[label] = (lambda s: lambda: s.run(None, feeds))(session)
     one = min(interleaved(candidates, repeats=1, warmup=1).values())
@@ -183,7 +197,13 @@ def child_time(path, threads, rounds, with_default):
             key = "+".join(kinds[:3]) + ("+..." if len(kinds) > 3 else "")
             profile[key] = profile.get(key, 0) + (event.end_ns - event.start_ns) / 3e6
     steps = [step.kind for step in loaded.plan]
+    if before is not None:
+        before.unload()
+        other.close()
+        shutil.rmtree(other_dir)
     result = {"ours_ms": times["ours"] * 1e3, "ort_ms": times[ort_label] * 1e3,
+              "against_ms": times["against"] * 1e3 if against else None,
+              "same_as_against": same if against else None,
               "ort_label": ort_label, "rounds": rounds, "difference": difference,
               "import_s": ours_load[0], "load_network_s": ours_load[1], "ort_load_s": ort_load,
               "layers": len(net.layers), "steps": len(steps), "flops": network_flops(net),
@@ -279,13 +299,19 @@ def main(argv=None):
     parser.add_argument("--layers", type=int, default=30)
     parser.add_argument("--decisions", action="store_true",
                         help="print each step's thread count as the compiled program decided it")
+    parser.add_argument("--against", metavar="BACKEND.so",
+                        help="another build of the reference backend (a copy of an older "
+                             "reference_backend/backends/Reference_CpuRef_backend.so), timed "
+                             "interleaved with this checkout's: the before and after on the same "
+                             "load, and whether the outputs are the same bits")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
     if args.child:
         kind, path, *rest = args.child
         if kind == "time":
-            result = child_time(path, int(rest[0]), int(rest[1]), rest[2] == "1")
+            result = child_time(path, int(rest[0]), int(rest[1]), rest[2] == "1",
+                                rest[3] if len(rest) > 3 else None)
         else:
             result = child_memory(path, rest[0])
         print(json.dumps(result))
@@ -315,8 +341,8 @@ def main(argv=None):
             print(f"{name:<20} skipped: {why}")
             continue
         for t in threads:
-            row = in_child(["time", path, str(t), str(args.rounds), str(int(t == threads[-1]))],
-                           t)
+            row = in_child(["time", path, str(t), str(args.rounds), str(int(t == threads[-1]))]
+                           + ([os.path.abspath(args.against)] if args.against else []), t)
             if "error" in row:
                 print(f"{name:<20} {t:>2} FAILED: {row['error'][:160]}")
                 continue
@@ -328,6 +354,11 @@ def main(argv=None):
                   f"{row['import_s']:>8.2f} {row['load_network_s']:>7.2f} "
                   f"{row['ort_load_s']:>10.2f}   ({row['layers']} layers, {row['steps']} "
                   f"steps, ORT: {row['ort_label']})", flush=True)
+            if row.get("against_ms"):
+                print(f"{'':<20} {t:>2} against {args.against}: {row['against_ms']:.2f} ms, this "
+                      f"checkout {row['against_ms'] / row['ours_ms']:.3f}x its speed, "
+                      f"{'the same bits' if row['same_as_against'] else 'different bits'}",
+                      flush=True)
             profiles[(name, t)] = row["profile_ms"]
             if args.decisions:
                 threaded = sum("threads)" in event for event, _, _ in row["decisions"])
