@@ -377,13 +377,9 @@ static void *dw_task_run(void *arg)
                            (p->stride_h == 1 || p->stride_h == 2);
         const int three = square && p->kh == 3, five = square && p->kh == 5;
         /* an activation that is a clamp is applied in the kernels' stores (-inf, +inf: none) */
-        ukr_tail clamp = { NULL, 0, -INFINITY, INFINITY };
+        ukr_tail clamp = { NULL, 0, -INFINITY, INFINITY };   /* rk_epilogue_tail keeps it for others */
         const int in_store = t->epilogue == NULL ||
                              (t->epilogue->residual == NULL && rk_epilogue_tail(t->epilogue, &clamp));
-        if (!in_store) {
-            clamp.lo = -INFINITY;
-            clamp.hi = INFINITY;
-        }
         for (int64_t row = t->row0; row < t->row1; row++) {
             if (three && p->stride_h == 1)
                 dw3x3_s1_row_avx512(t, row, clamp.lo, clamp.hi);

@@ -344,33 +344,29 @@ static const FusedKernel *fused_at(const Program *p, uint32_t i)
     return (const FusedKernel *)p->steps[i].fused;
 }
 
-/* Whether step a's output is what step b reads as its X operand, and nothing else reads: an
-   arena tensor large enough to leave the cache between the two steps. */
-static int feeds(const Program *p, uint32_t a, uint32_t b)
+/* Whether step a's output (kernel ka) is what step b (kernel kb) reads as its X operand, of the
+   shape kb's window takes, and nothing else reads (`readers`: operand slots reading each slot):
+   an arena tensor large enough to leave the cache between the two steps. */
+static int feeds(const Program *p, const uint32_t *readers, uint32_t a, const FusedKernel *ka, uint32_t b,
+                 const FusedKernel *kb)
 {
     const uint32_t slot = p->steps[a].record.output;
-    const Operand *x = &((const FusedKernel *)p->steps[b].fused)->operands[OPERAND_X];
-    if (slot >= p->num_slots || p->slots[slot].kind != SLOT_ARENA || p->slots[slot].bytes < RK_PIPELINE_MIN_BYTES ||
-        x->input < 0 || (uint32_t)x->input >= p->steps[b].record.num_inputs || p->steps[b].inputs[x->input] != slot)
-        return 0;
-    for (uint32_t j = 0; j < p->num_steps; j++)
-        for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
-            if (p->steps[j].inputs[k] == slot && !(j == b && k == (uint32_t)x->input))
-                return 0;
-    return 1;
+    const Operand *x = &kb->operands[OPERAND_X];
+    return kb->window.n == ka->window.n && kb->window.h == ka->window.oh && kb->window.w == ka->window.ow &&
+           kb->window.c == ka->channels_out && slot < p->num_slots && p->slots[slot].kind == SLOT_ARENA &&
+           p->slots[slot].bytes >= RK_PIPELINE_MIN_BYTES && readers[slot] == 1 && x->input >= 0 &&
+           (uint32_t)x->input < p->steps[b].record.num_inputs && p->steps[b].inputs[x->input] == slot;
 }
 
 /* The steps of a pipeline from step i (0: none): an expansion, a depthwise convolution and a
    projection, or two of them in that order, each tensor between them read by the next alone. */
-static int pipeline_at(const Program *p, uint32_t i, int *expands, int *projects)
+static int pipeline_at(const Program *p, const uint32_t *readers, uint32_t i, int *expands, int *projects)
 {
     const FusedKernel *a = fused_at(p, i), *b = fused_at(p, i + 1), *c = fused_at(p, i + 2);
     *expands = *projects = 0;
-    if (!rk_pipeline_available() || a == NULL || b == NULL)
+    if (a == NULL || b == NULL)
         return 0;
-    if (pointwise_step(a) && !a->has_residual && depthwise_step(b) && b->window.n == a->window.n &&
-        b->window.h == a->window.oh && b->window.w == a->window.ow && b->window.c == a->channels_out &&
-        feeds(p, i, i + 1)) {
+    if (pointwise_step(a) && !a->has_residual && depthwise_step(b) && feeds(p, readers, i, a, i + 1, b)) {
         *expands = 1;
         a = b;
         b = c;
@@ -378,17 +374,25 @@ static int pipeline_at(const Program *p, uint32_t i, int *expands, int *projects
     } else if (!depthwise_step(a)) {
         return 0;
     }
-    if (pointwise_step(b) && b->window.n == a->window.n && b->window.h == a->window.oh &&
-        b->window.w == a->window.ow && b->window.c == a->channels_out && feeds(p, i, i + 1))
+    if (pointwise_step(b) && feeds(p, readers, i, a, i + 1, b))
         *projects = 1;
     return *expands + *projects > 0 ? 1 + *expands + *projects : 0;
 }
 
 void ref_plan_pipelines(Program *p, uint32_t *last)
 {
+    /* the readers of every slot, counted once (asking at each candidate was quadratic); out of
+       memory: no pipelines, the steps run apart */
+    uint32_t *readers = rk_pipeline_available() ? calloc(p->num_slots ? p->num_slots : 1, sizeof *readers) : NULL;
+    if (readers == NULL)
+        return;
+    for (uint32_t j = 0; j < p->num_steps; j++)
+        for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
+            if (p->steps[j].inputs[k] < p->num_slots)
+                readers[p->steps[j].inputs[k]]++;
     for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
         int expands, projects;
-        const int n = pipeline_at(p, i, &expands, &projects);
+        const int n = pipeline_at(p, readers, i, &expands, &projects);
         if (n == 0)
             continue;
         Step *first = &p->steps[i];
@@ -422,6 +426,7 @@ void ref_plan_pipelines(Program *p, uint32_t *last)
                      first->pipeline_threads);
         i += (uint32_t)n - 1;           /* a step is in one pipeline at most */
     }
+    free(readers);
 }
 
 /* The scratch floats of the largest pipeline (ref_plan_pipelines marked them). */

@@ -1,6 +1,9 @@
 """Helpers for building backend directories in tests."""
+import glob
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -64,3 +67,30 @@ def rand(rng, *shape):
 # SLOW_TESTS=1, which .ci/run sets.
 SLOW = os.environ.get("SLOW_TESTS") == "1"
 slow = pytest.mark.skipif(not SLOW, reason="slow: set SLOW_TESTS=1 to run it (.ci/run does)")
+
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def build_reference(directory, defines, optimize="-O2"):
+    """The reference backend compiled from this checkout's sources into ``directory`` with the
+    given -D flags (thresholds lowered for a test); skips without a C compiler or the sources."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    sources = sorted(glob.glob(os.path.join(ROOT, "reference_backend", "*.c")))
+    if cc is None or not sources:
+        pytest.skip("needs a C compiler and the reference backend's sources")
+    subprocess.run([cc, "-std=c11", optimize, "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
+                    "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *defines, *sources,
+                    "-o", os.path.join(str(directory), "Reference_CpuRef_backend.so"), "-lm",
+                    "-pthread"], check=True, capture_output=True, text=True)
+    return directory
+
+
+def run_with_threads(code, threads, *args):
+    """Runs ``code`` in a child Python with REFERENCE_BACKEND_THREADS set; returns its stdout
+    lines (the child must exit 0)."""
+    result = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True,
+                            text=True, timeout=120, cwd=ROOT,
+                            env=dict(os.environ, REFERENCE_BACKEND_THREADS=str(threads)))
+    assert result.returncode == 0, result.stderr[-3000:]
+    return result.stdout.splitlines()

@@ -6,19 +6,11 @@ stored, and no pipeline is formed) gives the same bits on every thread count, af
 and a load too, and both match the float64 reference.
 The backend is built here with the pipeline's thresholds lowered: a band of a few rows and no
 minimum size, so that small images cross many band boundaries (and images of a batch)."""
-import glob
-import os
-import shutil
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-KERNELS = os.path.join(ROOT, "reference_backend")
-CC = shutil.which("cc") or shutil.which("gcc")
+from helpers import build_reference, run_with_threads
+
 LOWERED = ["-DRK_PIPELINE_BAND_BYTES=4096", "-DRK_PIPELINE_MIN_BYTES=1",
            "-DRK_STEP_GEMM_MIN_FLOP_PER_THREAD=1", "-DRK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD=1"]
 
@@ -82,26 +74,15 @@ np.save(sys.argv[2], np.stack([out["pipelined"], out["stored"]]))
 def lowered_backend(tmp_path_factory):
     """The reference backend with bands of a few rows, pipelines for any size, and every step
     split as far as its parts allow."""
-    sources = sorted(glob.glob(os.path.join(KERNELS, "*.c")))
-    if CC is None or not sources:
-        pytest.skip("needs a C compiler and the reference backend's sources")
     with open("/proc/cpuinfo") as f:
         if " avx512f" not in f.read():
             pytest.skip("the pipeline reads its bands with the AVX-512 depthwise kernels")
-    directory = tmp_path_factory.mktemp("pipeline")
-    subprocess.run([CC, "-std=c11", "-O1", "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
-                    "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *LOWERED, *sources,
-                    "-o", str(directory / "Reference_CpuRef_backend.so"), "-lm", "-pthread"],
-                   check=True, capture_output=True, text=True)
-    return directory
+    return build_reference(tmp_path_factory.mktemp("pipeline"), LOWERED, optimize="-O1")
 
 
 def run_child(backend, threads, out):
-    result = subprocess.run([sys.executable, "-c", CHILD, str(backend), str(out)],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT,
-                            env=dict(os.environ, REFERENCE_BACKEND_THREADS=str(threads)))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return np.load(str(out) + ".npy"), result.stdout.splitlines()
+    lines = run_with_threads(CHILD, threads, backend, out)
+    return np.load(str(out) + ".npy"), lines
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3, 5])

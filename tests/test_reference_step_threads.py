@@ -5,19 +5,11 @@ GEMM, depthwise, grouped and streamed kernels never change an output's summation
 the split), the decisions named in the profile, and several threads executing one network and
 two networks at once. The backend is built here with the step thresholds lowered to one, so
 every step splits as far as its parts allow on this machine's few cores."""
-import glob
-import os
-import shutil
-import subprocess
-import sys
-
 import numpy as np
 import pytest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(HERE)
-KERNELS = os.path.join(ROOT, "reference_backend")
-CC = shutil.which("cc") or shutil.which("gcc")
+from helpers import build_reference, run_with_threads
+
 LOWERED = ["-DRK_STEP_GEMM_MIN_FLOP_PER_THREAD=1", "-DRK_STEP_SMALL_MIN_WORK_PER_THREAD=1",
            "-DRK_STEP_DEPTHWISE_MIN_FLOP_PER_THREAD=1",
            "-DRK_STEP_STREAM_MIN_WEIGHTS_PER_THREAD=1", "-DRK_GEMM_MIN_FLOP_PER_THREAD=1",
@@ -92,23 +84,12 @@ print("\n".join(names))
 @pytest.fixture(scope="module")
 def lowered_backend(tmp_path_factory):
     """The reference backend with every thread threshold at one flop."""
-    sources = sorted(glob.glob(os.path.join(KERNELS, "*.c")))
-    if CC is None or not sources:
-        pytest.skip("needs a C compiler and the reference backend's sources")
-    directory = tmp_path_factory.mktemp("lowered")
-    subprocess.run([CC, "-std=c11", "-O2", "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
-                    "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *LOWERED, *sources,
-                    "-o", str(directory / "Reference_CpuRef_backend.so"), "-lm", "-pthread"],
-                   check=True, capture_output=True, text=True)
-    return directory
+    return build_reference(tmp_path_factory.mktemp("lowered"), LOWERED)
 
 
 def run_child(backend, threads, out):
-    result = subprocess.run([sys.executable, "-c", CHILD, str(backend), str(out)],
-                            capture_output=True, text=True, timeout=120, cwd=ROOT,
-                            env=dict(os.environ, REFERENCE_BACKEND_THREADS=str(threads)))
-    assert result.returncode == 0, result.stderr[-3000:]
-    return np.load(out), result.stdout.split("\n")
+    lines = run_with_threads(CHILD, threads, backend, out)
+    return np.load(out), lines
 
 
 def test_a_network_gives_the_same_bits_on_every_thread_count(lowered_backend, tmp_path):
