@@ -140,11 +140,100 @@ static void add_to_doubles(const float *xr, double *ar, int64_t n)
         ar[i] += (double)xr[i];
 }
 
+/*
+ * Column sums: acc[c] = the sum over rows r of x[r * n + c] for c in [c0, c1), in double, each
+ * as four partial sums (of the rows r % 4 == 0, 1, 2, 3, in row order) added as
+ * (s0 + s1) + (s2 + s3): four chains of additions per column instead of one, the same order
+ * whichever threads take which columns. This is the global pooling of a channels-last image:
+ * rows are its pixels, columns its channels. Blocks of 16 columns (a cache line of floats) are
+ * what threads split (column_sums_range).
+ */
+#if defined(RK_X86_AVX512)
+__attribute__((target("avx512f")))
+static inline __m512d lo_pd(__m512 v)
+{
+    return _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+}
+
+__attribute__((target("avx512f")))
+static inline __m512d hi_pd(__m512 v)
+{
+    return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+}
+
+__attribute__((target("avx512f")))
+static void column_sums_avx512(const float *x, int64_t rows, int64_t n, int64_t c0, int64_t c1, double *acc)
+{
+    for (int64_t c = c0; c < c1; c += 16) {
+        const __mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - c)) - 1u);
+        __m512d s[4][2];
+        for (int q = 0; q < 4; q++)
+            s[q][0] = s[q][1] = _mm512_setzero_pd();
+        const float *xr = x + c;
+        int64_t r = 0;
+        for (; r + 4 <= rows; r += 4, xr += 4 * n)
+            for (int q = 0; q < 4; q++) {
+                const __m512 v = _mm512_maskz_loadu_ps(m, xr + q * n);
+                s[q][0] = _mm512_add_pd(s[q][0], lo_pd(v));
+                s[q][1] = _mm512_add_pd(s[q][1], hi_pd(v));
+            }
+        for (int q = 0; r < rows; r++, q++, xr += n) {
+            const __m512 v = _mm512_maskz_loadu_ps(m, xr);
+            s[q][0] = _mm512_add_pd(s[q][0], lo_pd(v));
+            s[q][1] = _mm512_add_pd(s[q][1], hi_pd(v));
+        }
+        for (int h = 0; h < 2; h++)
+            _mm512_mask_storeu_pd(acc + c + 8 * h, (__mmask8)(m >> (8 * h)),
+                                  _mm512_add_pd(_mm512_add_pd(s[0][h], s[1][h]), _mm512_add_pd(s[2][h], s[3][h])));
+    }
+}
+#endif
+
+static void column_sums(const float *x, int64_t rows, int64_t n, int64_t c0, int64_t c1, double *acc)
+{
+#if defined(RK_X86_AVX512)
+    if (rk_use_avx512()) {
+        column_sums_avx512(x, rows, n, c0, c1, acc);
+        return;
+    }
+#endif
+    for (int64_t c = c0; c < c1; c += 16) {
+        const int64_t w = min_i64(16, c1 - c);
+        double s[4][16] = { { 0 } };
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t j = 0; j < w; j++)
+                s[r % 4][j] += (double)x[r * n + c + j];
+        for (int64_t j = 0; j < w; j++)
+            acc[c + j] = (s[0][j] + s[1][j]) + (s[2][j] + s[3][j]);
+    }
+}
+
+typedef struct column_call {
+    const float *x;
+    double *acc;
+    int64_t rows, n;
+} column_call;
+
+/* Blocks [b0, b1) of 16 columns. */
+static void column_sums_range(void *ctx, int64_t b0, int64_t b1)
+{
+    const column_call *t = ctx;
+    column_sums(t->x, t->rows, t->n, 16 * b0, min_i64(16 * b1, t->n), t->acc);
+}
+
 /* acc = the sum of terms (or the product) of each output's elements; shift per output. */
 static void accumulate(const float *x, double *acc, const walk *w, int64_t outputs, int how,
                        int product, const float *shift)
 {
     const int64_t n = w->run;
+    if (!product && how == PLAIN && !w->inner_reduced && w->groups == 1 && w->out_stride[0] == 0) {
+        /* one reduced group over one kept run: column sums, threads taking blocks of columns
+           (two conversions and additions an element: more than a copy's work) */
+        column_call call = { x, acc, w->extent[0], n };
+        rk_parallel_for(ceil_div(n, 16), 1, 16.0 * (double)w->extent[0], RK_MATH_MIN_PER_THREAD,
+                        column_sums_range, &call);
+        return;
+    }
     for (int64_t o = 0; o < outputs; o++)
         acc[o] = product ? 1.0 : 0.0;
     FOR_EACH_RUN(w, in, out, {

@@ -349,6 +349,30 @@ def test_reduce_ranks_5_and_6_and_long_runs(backend, function):
     # a global pooling of NHWC: the kept channels are the contiguous run, 16 at a time and a tail
     image = rng.uniform(-1, 1, (2, 9, 7, 37)).astype(F)
     check(backend, "Reduce", [image], {"function": function, "axes": [1, 2], "keep_dims": True})
+    # one image: its channels summed as columns (blocks of 16 channels and a tail)
+    for shape in ((1, 9, 7, 37), (1, 5, 6, 150), (1, 3, 1, 7)):
+        image = rng.uniform(-1, 1, shape).astype(F)
+        check(backend, "Reduce", [image], {"function": function, "axes": [1, 2], "keep_dims": True})
+
+
+def test_reduce_global_pooling_sums_the_same_way_on_any_threads(backend):
+    """The mean of each channel of a channels-last image is its sum in double, as four partial
+    sums of every fourth pixel added pairwise, divided by the count: the same bits however many
+    threads took its channels."""
+    for pixels in (96 * 96, 96 * 96 - 3):
+        rng = rng_for("global pooling", pixels)
+        image = rng.uniform(-1, 1, (1, pixels, 1, 40)).astype(F)
+        # channels whose double sums round where the order of the additions shows: every
+        # fourth pixel +2**24, every fourth -2**24, and small values between them
+        image[0, :, 0, :20] = rng.uniform(0, 1e-6, (pixels, 20))
+        image[0, 0::4, 0, :20] = 2.0 ** 24
+        image[0, 2::4, 0, :20] = -(2.0 ** 24)
+        [out] = backend.execute("Reduce", [image], {"function": "mean", "axes": [1, 2], "keep_dims": True})
+        part = np.zeros((4, 40))
+        for r, row in enumerate(image.reshape(-1, 40).astype(np.float64)):
+            part[r % 4] += row
+        sums = (part[0] + part[1]) + (part[2] + part[3])
+        np.testing.assert_array_equal(out.reshape(40), (sums / pixels).astype(F))
 
 
 def test_reduce_max_and_log_sum_exp_of_infinities(backend):

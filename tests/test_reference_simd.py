@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 SOURCES = ("activation.c", "activation_avx512.c", "elementwise.c", "threading.c", "gemm.c",
-           "gemm_kernels.c")
+           "gemm_kernels.c", "reduce.c")
 
 
 def has_avx512():
@@ -28,6 +28,11 @@ def has_avx512():
 class Epilogue(ctypes.Structure):
     _fields_ = [("residual", ctypes.c_void_p), ("ldr", ctypes.c_int64), ("function", ctypes.c_int),
                 ("a", ctypes.c_float), ("b", ctypes.c_float)]
+
+
+class ReducePlan(ctypes.Structure):
+    _fields_ = [("rank", ctypes.c_int), ("extent", ctypes.c_int64 * 6), ("reduced", ctypes.c_uint32),
+                ("function", ctypes.c_int), ("count", ctypes.c_int64)]
 
 
 def build(tmp_path_factory, flag):
@@ -43,6 +48,7 @@ def build(tmp_path_factory, flag):
     lib.rk_activation.argtypes = [p, p, i64, ctypes.c_int, ctypes.c_float, ctypes.c_float]
     lib.rk_apply_epilogue.argtypes = [ctypes.POINTER(Epilogue), p, i64, i64, i64, i64, i64]
     lib.rk_apply_epilogue.restype = None
+    lib.rk_reduce.argtypes = [p, p, ctypes.POINTER(ReducePlan)]
     return lib
 
 
@@ -153,6 +159,24 @@ def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function,
 
 
 # -- convolutions of few channels (an image's first layer) -------------------------------------
+
+@pytest.mark.parametrize("rows, columns", [(1, 1), (7, 15), (9, 16), (10, 37), (203, 150), (12544, 32)])
+def test_column_sums_of_a_global_pooling_match_the_portable_code(kernels, rows, columns):
+    """The mean of each column of rows x columns (a channels-last image's pixels by its
+    channels): the 16-lane sums, masked tails included, give the portable code's bits."""
+    wide, portable = kernels
+    x = (np.random.default_rng(rows).standard_normal((rows, columns)) * 3).astype(np.float32)
+    x[::4, : columns // 2] += 2.0 ** 20         # sums whose roundings show the order of additions
+    plan = ReducePlan(2, (ctypes.c_int64 * 6)(rows, columns), 1, 0, rows)
+    outs = []
+    for lib in (wide, portable):
+        y = np.full(columns + 1, 7.0, np.float32)
+        assert lib.rk_reduce(x.ctypes.data, y.ctypes.data, ctypes.byref(plan)) == 0
+        assert y[columns] == 7.0
+        outs.append(y[:columns])
+    same_bits(*outs)
+    np.testing.assert_allclose(outs[0], x.astype(np.float64).mean(axis=0), rtol=1e-6, atol=1e-6)
+
 
 @pytest.fixture(scope="module")
 def backend():
