@@ -166,7 +166,10 @@ def test_column_sums_of_a_global_pooling_match_the_portable_code(kernels, rows, 
     channels): the 16-lane sums, masked tails included, give the portable code's bits."""
     wide, portable = kernels
     x = (np.random.default_rng(rows).standard_normal((rows, columns)) * 3).astype(np.float32)
-    x[::4, : columns // 2] += 2.0 ** 20         # sums whose roundings show the order of additions
+    # sums whose roundings show the order of the additions: +2**24 on every fourth row, -2**24
+    # two rows later
+    x[0::4, : columns // 2] += 2.0 ** 24
+    x[2::4, : columns // 2] -= 2.0 ** 24
     plan = ReducePlan(2, (ctypes.c_int64 * 6)(rows, columns), 1, 0, rows)
     outs = []
     for lib in (wide, portable):
