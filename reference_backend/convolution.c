@@ -173,6 +173,42 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     return rk_gemm_run(&op);
 }
 
+int rk_conv_takes_scale(const rk_conv_params *p)
+{
+    return rk_conv_is_pointwise(p) && !rk_conv_streams_weights(p);
+}
+
+int rk_conv2d_scaled(const float *x, const float *scale, int64_t scale_stride, const float *filt,
+                     const float *packed, const float *bias, float *y, const rk_conv_params *p, int64_t o,
+                     const rk_epilogue *epilogue, int threads)
+{
+    if (!rk_conv_takes_scale(p))
+        return 0;
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    /* the NHWC input is the [pixels, c] matrix, its rows scaled as the GEMM packs them (so
+       never read in place, as rk_conv2d_packed reads it for few output channels) */
+    op.m = p->n * p->h * p->w;
+    op.n = o;
+    op.k = p->c;
+    op.a = x;
+    op.lda = p->c;
+    op.a_scale = scale;
+    op.a_scale_rows = p->h * p->w;
+    op.a_scale_stride = scale_stride;
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bpacked = packed;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    op.epilogue = epilogue;
+    op.threads = threads;
+    return rk_gemm_run(&op);
+}
+
 /* ------------------------------------------------------------------------- */
 /* Depthwise convolution                                                     */
 /* ------------------------------------------------------------------------- */

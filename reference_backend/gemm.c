@@ -93,6 +93,37 @@ static void pack_a_conv(const float *x, const rk_conv_params *p, int64_t row0, i
     }
 }
 
+/* Multiplies packed panel d (kc x mr, `rows` rows of A from row0, columns from k0) by op's
+   A scale, each row by its image's: the products a Multiplication before the GEMM would have
+   written, so the same bits. */
+static inline __attribute__((always_inline)) void
+scale_a_panel_impl(const gemm_op *op, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float *d, const int mr)
+{
+    const int64_t image = row0 / op->a_scale_rows;
+    if (rows == mr && (row0 + rows - 1) / op->a_scale_rows == image) {
+        const float *s = op->a_scale + image * op->a_scale_stride + k0;
+        for (int64_t k = 0; k < kc; k++)
+            for (int r = 0; r < mr; r++)
+                d[k * mr + r] *= s[k];
+        return;
+    }
+    for (int64_t r = 0; r < rows; r++) {
+        const float *s = op->a_scale + (row0 + r) / op->a_scale_rows * op->a_scale_stride + k0;
+        for (int64_t k = 0; k < kc; k++)
+            d[k * mr + r] *= s[k];
+    }
+}
+
+static void scale_a_panel(const gemm_op *op, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float *d, int mr)
+{
+    switch (mr) {
+    case 14: scale_a_panel_impl(op, row0, rows, k0, kc, d, 14); break;
+    case 6: scale_a_panel_impl(op, row0, rows, k0, kc, d, 6); break;
+    case 4: scale_a_panel_impl(op, row0, rows, k0, kc, d, 4); break;
+    default: scale_a_panel_impl(op, row0, rows, k0, kc, d, mr); break;
+    }
+}
+
 /* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of A into ceil(mc/mr) micro-panels. */
 static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst)
 {
@@ -108,10 +139,19 @@ static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_
             }
             pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
         }
-        else if (op->u->pack_t)
-            op->u->pack_t(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
-        else
+        else if (op->u->pack_t) {
+            /* scaled as it is packed where the panel's rows are of one image */
+            const int64_t image = op->a_scale != NULL ? (i0 + ip) / op->a_scale_rows : 0;
+            const int one = op->a_scale != NULL && (i0 + ip + rows - 1) / op->a_scale_rows == image;
+            op->u->pack_t(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr,
+                          one ? op->a_scale + image * op->a_scale_stride + k0 : NULL);
+            if (op->a_scale != NULL && !one)
+                scale_a_panel(op, i0 + ip, rows, k0, kc, d, mr);
+        } else {
             pack_a_matrix(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
+            if (op->a_scale != NULL)
+                scale_a_panel(op, i0 + ip, rows, k0, kc, d, mr);
+        }
     }
 }
 
@@ -159,7 +199,7 @@ static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_
         float *d = dst + jp * kc;
         if (op->rsb == 1 && op->csb != 1 && op->u->pack_t) {
             /* [n, k] storage: each column of B is a contiguous source line */
-            op->u->pack_t(s, op->csb, cols, kc, d, nr);
+            op->u->pack_t(s, op->csb, cols, kc, d, nr, NULL);
             continue;
         }
         switch (nr) {

@@ -173,7 +173,8 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
  * past the last k, so the block may end the source array.
  */
 __attribute__((target("avx512f")))
-static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width)
+static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width,
+                          const float *scale)
 {
     for (int i0 = 0; i0 < width; i0 += 16) {
         const int lanes = width - i0 < 16 ? width - i0 : 16;
@@ -186,6 +187,11 @@ static void pack_t_avx512(const float *src, int64_t ld, int64_t rows, int64_t kc
             for (int i = 0; i < 16; i++)
                 r[i] = i < valid ? _mm512_maskz_loadu_ps(load_mask, src + (i0 + i) * ld + k0)
                                  : _mm512_setzero_ps();
+            if (scale != NULL) {
+                const __m512 s = _mm512_maskz_loadu_ps(load_mask, scale + k0);
+                for (int i = 0; i < valid; i++)
+                    r[i] = _mm512_mul_ps(r[i], s);
+            }
             transpose16x16(r);
             for (int64_t k = 0; k < kn; k++)
                 _mm512_mask_storeu_ps(dst + (k0 + k) * width + i0, store_mask, r[k]);

@@ -227,6 +227,17 @@ int rk_conv_is_pointwise(const rk_conv_params *p);
    layer (its [o, c] weights streamed once, never packed; see rk_conv2d_packed). */
 int rk_conv_streams_weights(const rk_conv_params *p);
 
+/* rk_conv2d_packed of the input with its channels scaled first, image b's channel c by
+   scale[b * scale_stride + c] (scale_stride 0: one scale for every image): a squeeze-and-
+   excitation's Multiplication folded into the convolution that reads its product. The products
+   are those the Multiplication would have written, so the bits are the same. Only where
+   rk_conv_takes_scale(p) (a pointwise convolution of a GEMM's many pixels); else nothing is
+   written. 1 if scratch allocation failed. */
+int rk_conv_takes_scale(const rk_conv_params *p);
+int rk_conv2d_scaled(const float *x, const float *scale, int64_t scale_stride, const float *filt,
+                     const float *packed, const float *bias, float *y, const rk_conv_params *p, int64_t o,
+                     const rk_epilogue *epilogue, int threads);
+
 /* A convolution's filter [o, kh, kw, c] (groups 1) packed once for rk_conv2d_packed with these
    very parameters: as rk_pack_weights packs it for the GEMM, or transformed for the Winograd
    convolution of 3 x 3 windows. free() it; NULL when out of memory. */

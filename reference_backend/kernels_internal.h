@@ -513,8 +513,10 @@ struct ukr_tail {
 /* 1 and *t (residual left NULL) when `e` is a residual and/or a clamp, else 0. */
 int rk_epilogue_tail(const rk_epilogue *e, ukr_tail *t);
 
-/* dst[k * width + i] = src[i * ld + k] for i < rows, zero for rows <= i < width, k < kc. */
-typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width);
+/* dst[k * width + i] = src[i * ld + k] for i < rows (times scale[k] where scale is not NULL),
+   zero for rows <= i < width, k < kc. */
+typedef void (*pack_t_fn)(const float *src, int64_t ld, int64_t rows, int64_t kc, float *dst, int width,
+                          const float *scale);
 
 /* The implicit im2col block of a convolution (rows output pixels from row0, columns [k0, k0+kc))
    packed as mr-row micro-panels (mr <= 16), as the driver's portable packer does. */
@@ -569,6 +571,10 @@ typedef struct gemm_op {
     /* B already packed by rk_gemm_pack_b for this u, k and n (then b, rsb and csb are not
        read), or NULL: packed during the call, slab by slab */
     const float *bpacked;
+    /* A's columns scaled as they are packed (A a plain matrix, conv NULL), or NULL: row i's
+       column j multiplied by a_scale[(i / a_scale_rows) * a_scale_stride + j] (rk_conv2d_scaled) */
+    const float *a_scale;
+    int64_t a_scale_rows, a_scale_stride;
 } gemm_op;
 
 /* The micro-kernel for this CPU (chosen when the library is loaded). */

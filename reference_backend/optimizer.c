@@ -170,7 +170,8 @@ static BackendStatus compile_group(const BackendSubgraph *g, const ReaderTable *
         if (group[i] != mine || taken[i])
             continue;
         if (type == BACKEND_LAYER_CONVOLUTION2D || type == BACKEND_LAYER_DEPTHWISE_CONVOLUTION2D ||
-            type == BACKEND_LAYER_FULLY_CONNECTED || type == BACKEND_LAYER_ACTIVATION) {
+            type == BACKEND_LAYER_FULLY_CONNECTED || type == BACKEND_LAYER_ACTIVATION ||
+            type == BACKEND_LAYER_MULTIPLICATION) {
             k = ref_fuse(g, readers, i, taken, group, fin, &fout, &flast, &status);
             if (status != BACKEND_STATUS_OK)
                 goto out_of_memory;

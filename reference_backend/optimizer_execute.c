@@ -58,7 +58,7 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
                                    uint32_t num_outputs, char *message, size_t message_size)
 {
     FusedKernel *k = (FusedKernel *)self;
-    const float *operand[OPERAND_COUNT] = { NULL, NULL, NULL, NULL };
+    const float *operand[OPERAND_COUNT] = { NULL };
     rk_epilogue epilogue = k->epilogue;
     int failed = 0;
     BackendStatus status = bind_operands(k, inputs, num_inputs, outputs, num_outputs, operand, message,
@@ -77,7 +77,12 @@ static BackendStatus fused_execute(BackendCompiledSubgraph *self, const BackendB
                                            k->threads);
         break;
     case BACKEND_LAYER_CONVOLUTION2D:
-        failed = k->groups == 1
+        failed = k->has_scale
+                     ? rk_conv2d_scaled(operand[OPERAND_X], operand[OPERAND_SCALE], k->scale_stride,
+                                        operand[OPERAND_W], k->packed,
+                                        k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
+                                        k->channels_out, &epilogue, k->threads)
+                 : k->groups == 1
                      ? rk_conv2d_packed(operand[OPERAND_X], operand[OPERAND_W], k->packed,
                                         k->has_bias ? operand[OPERAND_BIAS] : NULL, y, &k->window,
                                         k->channels_out, &epilogue, k->threads)
@@ -327,6 +332,7 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
 static int pointwise_step(const FusedKernel *k)
 {
     return k != NULL && k->layer_type == BACKEND_LAYER_CONVOLUTION2D && k->groups == 1 && k->packed != NULL &&
+           !k->has_scale &&
            rk_conv_is_pointwise(&k->window) && !rk_conv_streams_weights(&k->window);
 }
 

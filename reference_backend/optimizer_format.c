@@ -13,11 +13,12 @@
  * "RKFK", format version, sizeof(FusedKernel), the kernel's fields (pointers zeroed), then for
  * each operand that is a constant its bytes (Operand.bytes of them; folded weights and bias
  * like any other). Version 2: grouped convolutions, folded BatchNormalization, the 1.3
- * activations and swish, a swish alone, five layers a kernel. Read back only by this very build
+ * activations and swish, a swish alone, five layers a kernel. Version 3: the input scale of a
+ * pointwise convolution (OPERAND_SCALE), six layers a kernel. Read back only by this very build
  * (the runtime checks the backend id and version), and checked field by field. */
 
 #define FORMAT_MAGIC 0x4b464b52u        /* "RKFK" */
-#define FORMAT_VERSION 2u
+#define FORMAT_VERSION 3u
 #define MAX_DIMENSION ((int64_t)1 << 24)
 #define MAX_OPERAND_BYTES ((uint64_t)1 << 32)
 
@@ -31,7 +32,8 @@ static int constant_operand(const FusedKernel *k, int i)
     if (k->operands[i].input >= 0)
         return 0;
     return i == OPERAND_X || (i == OPERAND_W && k->layer_type != BACKEND_LAYER_ACTIVATION) ||
-           (i == OPERAND_BIAS && k->has_bias) || (i == OPERAND_RESIDUAL && k->has_residual);
+           (i == OPERAND_BIAS && k->has_bias) || (i == OPERAND_RESIDUAL && k->has_residual) ||
+           (i == OPERAND_SCALE && k->has_scale);
 }
 
 BackendStatus ref_fused_serialize(BackendCompiledSubgraph *self, void *buffer, uint64_t capacity,
@@ -102,6 +104,8 @@ static const char *check_kernel(const FusedKernel *k)
         return "bad bias flag";
     if (k->has_residual != 0 && k->has_residual != 1)
         return "bad residual flag";
+    if (k->has_scale != 0 && k->has_scale != 1)
+        return "bad scale flag";
     if (k->num_inputs > MAX_FUSED_INPUTS || k->num_layer_ids < 1 || k->num_layer_ids > MAX_FUSED_LAYERS)
         return "bad counts";
     if ((problem = check_activation(&k->epilogue)) != NULL)
@@ -153,10 +157,18 @@ static const char *check_kernel(const FusedKernel *k)
     } else {
         return "unknown layer type";
     }
+    /* (the window is checked above before its pixels are counted) */
+    if (k->has_scale && (k->layer_type != BACKEND_LAYER_CONVOLUTION2D || k->groups != 1 ||
+                         !rk_conv_takes_scale(&k->window) ||
+                         (k->scale_stride != 0 && k->scale_stride != k->window.c)))
+        return "a scale on a layer that takes none";
     if (k->output_bytes != times(out, 4) || k->operands[OPERAND_X].bytes != times(x, 4) ||
         k->operands[OPERAND_W].bytes != times(w, 4) ||
         (k->has_bias && k->operands[OPERAND_BIAS].bytes != bias * 4) ||
-        (k->has_residual && k->operands[OPERAND_RESIDUAL].bytes != times(out, 4)))
+        (k->has_residual && k->operands[OPERAND_RESIDUAL].bytes != times(out, 4)) ||
+        (k->has_scale && k->operands[OPERAND_SCALE].bytes !=
+                             times(k->scale_stride ? (uint64_t)k->window.n : 1, times((uint64_t)k->window.c, 4))) ||
+        (!k->has_scale && k->operands[OPERAND_SCALE].bytes != 0))
         return "operand sizes do not follow from the geometry";
     for (int i = 0; i < OPERAND_COUNT; i++)
         if (k->operands[i].input < -1 || k->operands[i].input >= (int32_t)k->num_inputs ||

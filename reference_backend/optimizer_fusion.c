@@ -7,10 +7,14 @@
  *   - an Addition of a residual of the output's shape;
  *   - an Activation, or the swish pattern that EfficientNet and RegNet export: Activation
  *     sigmoid of t and Multiplication of t by it, the two alone reading t (one swish epilogue).
+ * A pointwise Convolution2d also takes in the Multiplication before it that alone makes its
+ * input, when that multiplies each channel by a scale (a squeeze-and-excitation block's; the
+ * fused kernel scales the input as its GEMM packs it: rk_conv2d_scaled).
  * A swish pattern on a tensor no such layer produces becomes one step of its own.
  */
 #include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "optimizer_internal.h"
 
@@ -284,14 +288,80 @@ static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, const ReaderTable
     return k;
 }
 
+/* Whether `info` is one scale per channel of x (NHWC): 0 for shape [C] or [1, .., 1, C] (one
+   for every image), x's channel count for [N, 1, 1, C] of x's N > 1 images (one per image); -1
+   for anything else. */
+static int64_t scale_stride_of(const BackendTensorInfo *info, const BackendTensorInfo *x)
+{
+    const uint32_t rank = info->num_dimensions;
+    const int64_t c = x->dimensions[3];
+    if (rank < 1 || rank > 4 || info->dimensions[rank - 1] != c)
+        return -1;
+    for (uint32_t d = 1; d + 1 < rank; d++)
+        if (info->dimensions[d] != 1)
+            return -1;
+    if (rank < 4 || info->dimensions[0] == 1)
+        return 0;
+    return info->dimensions[0] == x->dimensions[0] ? c : -1;
+}
+
+/* The convolution a Multiplication `mul` scales the input channels of: the pointwise
+   Convolution2d (groups 1, constant weights, rk_conv_takes_scale) that alone reads its product,
+   when one of its inputs (*x) has the convolution's input shape and the other (*scale) is one
+   scale per channel (scale_stride_of: *stride). Its index, or -1. */
+static int64_t scaled_convolution(const BackendSubgraph *g, const ReaderTable *r, uint32_t mul,
+                                  const char *taken, const int32_t *group, uint32_t *x, uint32_t *scale,
+                                  int64_t *stride)
+{
+    const BackendSubgraphLayer *m = g->layers[mul];
+    if (m->description->num_inputs != 2)
+        return -1;
+    const int64_t conv = only_reader(r, m->output_tensors[0]);
+    if (!joins(g, conv, mul, taken, group, BACKEND_LAYER_CONVOLUTION2D))
+        return -1;
+    const BackendSubgraphLayer *c = g->layers[conv];
+    const BackendLayerDescription *d = c->description;
+    if (c->input_tensors[0] != m->output_tensors[0] || conv_groups(d) != 1 ||
+        !is_constant(g, c->input_tensors[1]) || d->inputs[0].num_dimensions != 4)
+        return -1;
+    FusedKernel probe;
+    memset(&probe, 0, sizeof probe);
+    fill_geometry(&probe, d);
+    if (!rk_conv_takes_scale(&probe.window))
+        return -1;
+    for (int s = 0; s < 2; s++) {
+        const uint32_t a = m->input_tensors[s], b = m->input_tensors[1 - s];
+        if (a == b || !same_shape(&g->tensors[a]->info, &d->inputs[0]))
+            continue;
+        *stride = scale_stride_of(&g->tensors[b]->info, &d->inputs[0]);
+        if (*stride >= 0) {
+            *x = a;
+            *scale = b;
+            return conv;
+        }
+    }
+    return -1;
+}
+
 FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t head,
                       const char *taken_in, const int32_t *group, uint32_t *inputs, uint32_t *output, uint32_t *last,
                       BackendStatus *status)
 {
-    const BackendSubgraphLayer *layer = g->layers[head];
+    /* lead: the convolution or fully connected layer; head itself, or the one whose input the
+       Multiplication `head` scales */
+    int64_t lead = head, scale_stride = 0;
+    uint32_t x_tensor = 0, scale_tensor = 0;
+    int scaled = 0;
+    if (g->layers[head]->description->layer_type == BACKEND_LAYER_MULTIPLICATION) {
+        lead = scaled_convolution(g, r, head, taken_in, group, &x_tensor, &scale_tensor, &scale_stride);
+        if (lead < 0)
+            return NULL;
+        scaled = 1;
+    }
+    const BackendSubgraphLayer *layer = g->layers[lead];
     const BackendLayerDescription *d = layer->description;
-    int64_t members[MAX_FUSED_LAYERS] = { head };
-    int count = 1, residual_tensor = -1, swish = 0;
+    int64_t members[MAX_FUSED_LAYERS] = { head, lead };  /* in the order they run */
+    int count = scaled ? 2 : 1, residual_tensor = -1, swish = 0;
     int64_t bn = -1, sigmoid, product;
     uint32_t produced = layer->output_tensors[0];
     int64_t next = only_reader(r, produced);
@@ -300,8 +370,10 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
 
     if (d->layer_type == BACKEND_LAYER_ACTIVATION)
         return fuse_swish_alone(g, r, head, taken_in, group, inputs, output, last, status);
+    if (!scaled)
+        x_tensor = layer->input_tensors[0];
     if (joins(g, next, head, taken_in, group, BACKEND_LAYER_BATCH_NORMALIZATION) &&
-        foldable(g, head, next)) {
+        foldable(g, (uint32_t)lead, next)) {
         bn = next;
         members[count++] = next;
         produced = g->layers[next]->output_tensors[0];
@@ -355,7 +427,7 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         k->epilogue.a = activation->a;
         k->epilogue.b = activation->b;
     }
-    bind_operand(k, OPERAND_X, g, layer->input_tensors[0], inputs);
+    bind_operand(k, OPERAND_X, g, x_tensor, inputs);
     bind_operand(k, OPERAND_W, g, layer->input_tensors[1], inputs);
     if (k->has_bias)
         bind_operand(k, OPERAND_BIAS, g, layer->input_tensors[2], inputs);
@@ -363,7 +435,12 @@ FusedKernel *ref_fuse(const BackendSubgraph *g, const ReaderTable *r, uint32_t h
         k->has_residual = 1;
         bind_operand(k, OPERAND_RESIDUAL, g, (uint32_t)residual_tensor, inputs);
     }
-    if ((bn >= 0 && (*status = fold(k, g, head, bn)) != BACKEND_STATUS_OK) ||
+    if (scaled) {
+        k->has_scale = 1;
+        k->scale_stride = scale_stride;
+        bind_operand(k, OPERAND_SCALE, g, scale_tensor, inputs);
+    }
+    if ((bn >= 0 && (*status = fold(k, g, (uint32_t)lead, bn)) != BACKEND_STATUS_OK) ||
         (*status = ref_fused_pack(k)) != BACKEND_STATUS_OK) {
         k->base.destroy(&k->base);
         return NULL;

@@ -26,13 +26,14 @@ typedef struct Operand {
     uint64_t bytes;                     /* what the operand must hold */
 } Operand;
 
-enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_COUNT };
+enum { OPERAND_X, OPERAND_W, OPERAND_BIAS, OPERAND_RESIDUAL, OPERAND_SCALE, OPERAND_COUNT };
 
 /* ---- profiling (optimizer_profiling.c) ------------------------------------------------------ */
 
-/* Most layers one fused kernel replaces: a layer, a BatchNormalization folded into it, a
-   residual Addition, and an Activation or the two layers of a swish. */
-#define MAX_FUSED_LAYERS 5
+/* Most layers one fused kernel replaces: the Multiplication that scales its input, a layer, a
+   BatchNormalization folded into it, a residual Addition, and an Activation or the two layers
+   of a swish. */
+#define MAX_FUSED_LAYERS 6
 
 /* Most layers one event covers: three fused kernels run as one pipeline (ref_plan_pipelines). */
 #define MAX_EVENT_LAYERS (3 * MAX_FUSED_LAYERS)
@@ -63,7 +64,9 @@ void ref_record_event(RefProfiling *p, const char *name, const uint64_t *ids, ui
 /* ---- the fused kernel ----------------------------------------------------------------------- */
 
 /* A Convolution2d (any groups), DepthwiseConvolution2d or FullyConnected layer with a folded
-   BatchNormalization, a residual Addition and an Activation (or swish) in its epilogue; or
+   BatchNormalization, a residual Addition and an Activation (or swish) in its epilogue, and
+   (a pointwise Convolution2d, rk_conv_takes_scale) the Multiplication of its input by a
+   per-channel scale before it (a squeeze-and-excitation's, rk_conv2d_scaled); or
    (layer_type Activation) a swish pattern alone, x * sigmoid(x). optimizer_fusion.c makes it,
    optimizer_execute.c runs it, optimizer_format.c writes and reads it. */
 typedef struct FusedKernel {
@@ -71,6 +74,8 @@ typedef struct FusedKernel {
     BackendLayerType layer_type;
     Operand operands[OPERAND_COUNT];
     int has_bias, has_residual;
+    int has_scale;                      /* OPERAND_SCALE multiplies the input's channels */
+    int64_t scale_stride;               /* 0: one scale for all images; window.c: one per image */
     uint32_t num_inputs;
     uint64_t output_bytes;
     int64_t n, k, m;                    /* FullyConnected; n: the elements of a swish alone */
@@ -105,8 +110,8 @@ typedef struct FusedKernel {
 enum { SLOT_INPUT = 0, SLOT_OUTPUT = 1, SLOT_ARENA = 2, SLOT_CONSTANT = 3 };
 enum { STEP_FUSED = 0, STEP_LAYER = 1 };
 
-/* Most boundary inputs of a fused kernel (x, w, bias, residual). */
-#define MAX_FUSED_INPUTS 4
+/* Most boundary inputs of a fused kernel (x, w, bias, residual, scale). */
+#define MAX_FUSED_INPUTS 5
 #define ARENA_ALIGNMENT 64
 #define MAX_ARENA_BYTES ((uint64_t)1 << 40)
 

@@ -417,7 +417,7 @@ static void products(const wino_shared *sh, const float *v, int64_t count, int64
             for (int64_t ip = 0; ip < panels; ip++) {
                 const int64_t rows = min_i64(mr, count - ip * mr);
                 if (u->pack_t != NULL)
-                    u->pack_t(ve + ip * mr * sh->cs + pc, sh->cs, rows, kc, ap + ip * mr * kc, mr);
+                    u->pack_t(ve + ip * mr * sh->cs + pc, sh->cs, rows, kc, ap + ip * mr * kc, mr, NULL);
                 else
                     pack_rows(ve + ip * mr * sh->cs + pc, sh->cs, rows, kc, ap + ip * mr * kc, mr);
             }

@@ -198,9 +198,82 @@ def test_an_mbconv_block_compiles_to_three_steps(runtime, tmp_path):
         ("project", "bn3", "add")]
 
 
+def squeeze_and_excite(net, rng, x, shape, scale_shape=None, keep_product=False, project_window=1):
+    """EfficientNet's block end: the mean of each channel of x, two 1 x 1 convolutions (relu,
+    sigmoid), x times that scale (or times a constant of scale_shape), then the projection,
+    its BatchNormalization and the residual Addition."""
+    n, c = shape[0], shape[3]
+    if scale_shape is None:
+        pooled = net.add_layer("Reduce", [x], {"function": "mean", "axes": [1, 2], "keep_dims": True},
+                               name="pool")
+        s = net.add_layer("Convolution2d", [pooled, net.add_constant("w1", rand(rng, 10, 1, 1, c)),
+                                            net.add_constant("b1", rand(rng, 10))],
+                          {}, name="fc1")
+        s = net.add_layer("Activation", [s], {"function": "relu"}, name="relu")
+        s = net.add_layer("Convolution2d", [s, net.add_constant("w2", rand(rng, c, 1, 1, 10))], {}, name="fc2")
+        s = net.add_layer("Activation", [s], {"function": "sigmoid"}, name="sigmoid")
+    else:
+        s = net.add_constant("s", rng.uniform(-2, 2, scale_shape).astype(F))
+    y = net.add_layer("Multiplication", [s, x], name="scale")
+    if keep_product:
+        net.add_output(y, "product")
+    k = project_window
+    y = net.add_layer("Convolution2d", [y, net.add_constant("wp", rand(rng, 24, k, k, c))],
+                      {"padding": k // 2}, name="project")
+    y = batch_norm(net, rng, y, 24, "bn3")
+    r = net.add_input("r", (n, shape[1], shape[2], 24))
+    net.add_output(net.add_layer("Addition", [y, r], name="add"), "y")
+
+
+SE_STEPS = [("pool",), ("fc1", "relu"), ("fc2", "sigmoid")]
+
+
+@pytest.mark.parametrize("shape, scale_shape", [
+    ((1, 7, 7, 40), None), ((2, 7, 7, 40), None), ((3, 5, 6, 33), None),
+    ((2, 7, 7, 40), (40,)), ((2, 7, 7, 40), (1, 1, 1, 40)), ((1, 9, 4, 16), (16,)),
+], ids=["one image", "two images", "three images 33 channels", "constant [c]",
+        "constant [1, 1, 1, c]", "constant 16 channels"])
+def test_a_channel_scale_fuses_into_the_pointwise_convolution_after_it(runtime, tmp_path, shape,
+                                                                        scale_shape):
+    """The Multiplication of x by one scale per channel (per image, or one for all) joins the
+    pointwise convolution that alone reads its product: the convolution scales its input as
+    it packs it, which gives the bits of the two run apart (the product also an output). With
+    images of 49 pixels, the GEMM's 14-row panels straddle two images."""
+    rng = np.random.default_rng(shape[0] * 100 + shape[3])
+    feed = {"x": rand(rng, *shape), "r": rand(rng, *shape[:3], 24)}
+    outs = []
+    for keep in (False, True):
+        net = loader.Network()
+        x = net.add_input("x", shape)
+        squeeze_and_excite(net, np.random.default_rng(9), x, shape, scale_shape, keep)
+        steps = run(runtime, net, feed, tmp_path if not keep else None)
+        head = SE_STEPS if scale_shape is None else []
+        if keep:
+            assert steps == head + [("scale",), ("project", "bn3", "add")]
+        else:
+            assert steps == head + [("scale", "project", "bn3", "add")]
+        with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+            outs.append(loaded.execute(feed)["y"])
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("scale_shape, window", [((1, 7, 1, 40), 1), ((40,), 3), ((2, 1, 1, 1), 1)],
+                         ids=["a scale per row", "a 3 x 3 convolution", "a scale per image"])
+def test_a_product_that_is_no_channel_scale_of_a_pointwise_convolution_stays_apart(
+        runtime, scale_shape, window):
+    rng = np.random.default_rng(10)
+    shape = (2, 7, 7, 40)
+    net = loader.Network()
+    x = net.add_input("x", shape)
+    squeeze_and_excite(net, rng, x, shape, scale_shape, project_window=window)
+    assert run(runtime, net, {"x": rand(rng, *shape), "r": rand(rng, 2, 7, 7, 24)}) == [
+        ("scale",), ("project", "bn3", "add")]
+
+
 def test_every_single_byte_change_to_the_new_fused_forms_is_loaded_or_refused(runtime):
-    """A grouped convolution with a folded BatchNormalization and a swish, and a swish alone:
-    each byte of their serialized program changed in turn is refused or loads without a crash."""
+    """A grouped convolution with a folded BatchNormalization and a swish, a swish alone, and
+    a pointwise convolution that scales its input: each byte of their serialized program
+    changed in turn is refused or loads without a crash."""
     rng = np.random.default_rng(8)
     net = loader.Network()
     x = net.add_input("x", (1, 3, 3, 4))
@@ -208,7 +281,10 @@ def test_every_single_byte_change_to_the_new_fused_forms_is_loaded_or_refused(ru
                       {"groups": 2}, name="conv")
     y = swish(net, batch_norm(net, rng, y, 4), "a_")
     y = net.add_layer("Addition", [y, x], name="add")
-    net.add_output(swish(net, y, "b_"), "y")
+    y = swish(net, y, "b_")
+    y = net.add_layer("Multiplication", [net.add_constant("s", rand(rng, 4)), y], name="scale")
+    net.add_output(net.add_layer("Convolution2d", [y, net.add_constant("wp", rand(rng, 4, 1, 1, 4))],
+                                 {}, name="project"), "y")
     with runtime.load_network(net, backends=["CpuRef"]) as loaded:
         blob = loaded.plan[0].compiled.serialize()
     backend = runtime.create_backend("CpuRef")
