@@ -141,13 +141,16 @@ static void add_to_doubles(const float *xr, double *ar, int64_t n)
 }
 
 /*
- * Column sums: acc[c] = the sum over rows r of x[r * n + c] for c in [c0, c1), in double, each
- * as four partial sums (of the rows r % 4 == 0, 1, 2, 3, in row order) added as
- * (s0 + s1) + (s2 + s3): four chains of additions per column instead of one, the same order
- * whichever threads take which columns. This is the global pooling of a channels-last image:
- * rows are its pixels, columns its channels. Blocks of 16 columns (a cache line of floats) are
- * what threads split (column_sums_range).
+ * Column sums: the sum over rows of each column of a rows x n matrix, in double: the global
+ * pooling of a channels-last image, whose rows are its pixels and columns its channels. The
+ * rows are cut into COLUMN_PARTS runs that are fixed by the row count alone; each run's sums
+ * are added in row order, and the runs' as (s0 + s1) + (s2 + s3). So the bits are the same
+ * whichever threads take which runs (and blocks of columns), and each thread reads whole
+ * consecutive rows, which the caches fetch ahead best.
  */
+enum { COLUMN_PARTS = 4, COLUMN_BLOCK = 128 };
+
+/* part[c - c0] = the sum over rows [r0, r1) of column c, for c in [c0, c1). */
 #if defined(RK_X86_AVX512)
 __attribute__((target("avx512f")))
 static inline __m512d lo_pd(__m512 v)
@@ -161,64 +164,106 @@ static inline __m512d hi_pd(__m512 v)
     return _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
 }
 
-__attribute__((target("avx512f")))
-static void column_sums_avx512(const float *x, int64_t rows, int64_t n, int64_t c0, int64_t c1, double *acc)
+/* G groups of 16 columns from c, summed over rows [r0, r1) in 2 G registers of doubles. */
+__attribute__((target("avx512f"), always_inline))
+static inline void run_sums_groups(const float *x, int64_t n, int64_t r0, int64_t r1, int64_t c, const int G,
+                                   double *part)
 {
-    for (int64_t c = c0; c < c1; c += 16) {
-        const __mmask16 m = c1 - c >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << (c1 - c)) - 1u);
-        __m512d s[4][2];
-        for (int q = 0; q < 4; q++)
-            s[q][0] = s[q][1] = _mm512_setzero_pd();
-        const float *xr = x + c;
-        int64_t r = 0;
-        for (; r + 4 <= rows; r += 4, xr += 4 * n)
-            for (int q = 0; q < 4; q++) {
-                const __m512 v = _mm512_maskz_loadu_ps(m, xr + q * n);
-                s[q][0] = _mm512_add_pd(s[q][0], lo_pd(v));
-                s[q][1] = _mm512_add_pd(s[q][1], hi_pd(v));
-            }
-        for (int q = 0; r < rows; r++, q++, xr += n) {
-            const __m512 v = _mm512_maskz_loadu_ps(m, xr);
-            s[q][0] = _mm512_add_pd(s[q][0], lo_pd(v));
-            s[q][1] = _mm512_add_pd(s[q][1], hi_pd(v));
+    __m512d s[16];
+    for (int j = 0; j < 2 * G; j++)
+        s[j] = _mm512_setzero_pd();
+    const float *xr = x + r0 * n + c;
+    for (int64_t r = r0; r < r1; r++, xr += n)
+        for (int g = 0; g < G; g++) {
+            const __m512 v = _mm512_loadu_ps(xr + 16 * g);
+            s[2 * g] = _mm512_add_pd(s[2 * g], lo_pd(v));
+            s[2 * g + 1] = _mm512_add_pd(s[2 * g + 1], hi_pd(v));
         }
-        for (int h = 0; h < 2; h++)
-            _mm512_mask_storeu_pd(acc + c + 8 * h, (__mmask8)(m >> (8 * h)),
-                                  _mm512_add_pd(_mm512_add_pd(s[0][h], s[1][h]), _mm512_add_pd(s[2][h], s[3][h])));
+    for (int j = 0; j < 2 * G; j++)
+        _mm512_storeu_pd(part + 8 * j, s[j]);
+}
+
+__attribute__((target("avx512f")))
+static void run_sums_avx512(const float *x, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                            double *part)
+{
+    int64_t c = c0;
+    for (; c + 128 <= c1; c += 128)
+        run_sums_groups(x, n, r0, r1, c, 8, part + (c - c0));
+    if (c + 64 <= c1) {
+        run_sums_groups(x, n, r0, r1, c, 4, part + (c - c0));
+        c += 64;
+    }
+    if (c + 32 <= c1) {
+        run_sums_groups(x, n, r0, r1, c, 2, part + (c - c0));
+        c += 32;
+    }
+    if (c + 16 <= c1) {
+        run_sums_groups(x, n, r0, r1, c, 1, part + (c - c0));
+        c += 16;
+    }
+    if (c < c1) {
+        const __mmask16 m = (__mmask16)((1u << (c1 - c)) - 1u);
+        __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+        const float *xr = x + r0 * n + c;
+        for (int64_t r = r0; r < r1; r++, xr += n) {
+            const __m512 v = _mm512_maskz_loadu_ps(m, xr);
+            s0 = _mm512_add_pd(s0, lo_pd(v));
+            s1 = _mm512_add_pd(s1, hi_pd(v));
+        }
+        _mm512_mask_storeu_pd(part + (c - c0), (__mmask8)m, s0);
+        _mm512_mask_storeu_pd(part + (c - c0) + 8, (__mmask8)(m >> 8), s1);
     }
 }
 #endif
 
-static void column_sums(const float *x, int64_t rows, int64_t n, int64_t c0, int64_t c1, double *acc)
+static void run_sums(const float *x, int64_t n, int64_t r0, int64_t r1, int64_t c0, int64_t c1, double *part)
 {
 #if defined(RK_X86_AVX512)
     if (rk_use_avx512()) {
-        column_sums_avx512(x, rows, n, c0, c1, acc);
+        run_sums_avx512(x, n, r0, r1, c0, c1, part);
         return;
     }
 #endif
-    for (int64_t c = c0; c < c1; c += 16) {
-        const int64_t w = min_i64(16, c1 - c);
-        double s[4][16] = { { 0 } };
-        for (int64_t r = 0; r < rows; r++)
-            for (int64_t j = 0; j < w; j++)
-                s[r % 4][j] += (double)x[r * n + c + j];
-        for (int64_t j = 0; j < w; j++)
-            acc[c + j] = (s[0][j] + s[1][j]) + (s[2][j] + s[3][j]);
-    }
+    for (int64_t c = c0; c < c1; c++)
+        part[c - c0] = 0.0;
+    for (int64_t r = r0; r < r1; r++)
+        for (int64_t c = c0; c < c1; c++)
+            part[c - c0] += (double)x[r * n + c];
 }
 
 typedef struct column_call {
     const float *x;
-    double *acc;
-    int64_t rows, n;
+    double *parts;                      /* COLUMN_PARTS x n */
+    int64_t rows, n, blocks;            /* blocks of COLUMN_BLOCK columns */
 } column_call;
 
-/* Blocks [b0, b1) of 16 columns. */
-static void column_sums_range(void *ctx, int64_t b0, int64_t b1)
+/* Units [u0, u1): unit u is run u / blocks, block u % blocks. */
+static void column_sums_range(void *ctx, int64_t u0, int64_t u1)
 {
     const column_call *t = ctx;
-    column_sums(t->x, t->rows, t->n, 16 * b0, min_i64(16 * b1, t->n), t->acc);
+    for (int64_t u = u0; u < u1; u++) {
+        const int64_t q = u / t->blocks, c0 = u % t->blocks * COLUMN_BLOCK;
+        const int64_t c1 = min_i64(c0 + COLUMN_BLOCK, t->n);
+        run_sums(t->x, t->n, t->rows * q / COLUMN_PARTS, t->rows * (q + 1) / COLUMN_PARTS, c0, c1,
+                 t->parts + q * t->n + c0);
+    }
+}
+
+/* acc[c] for c < n: the column sums of x (rows x n). 1 if scratch allocation failed. */
+static int column_sums(const float *x, int64_t rows, int64_t n, double *acc)
+{
+    double *parts = malloc((size_t)(COLUMN_PARTS * n) * sizeof *parts);
+    if (parts == NULL)
+        return 1;
+    column_call call = { x, parts, rows, n, ceil_div(n, COLUMN_BLOCK) };
+    /* two conversions and additions an element: more than a copy's work */
+    rk_parallel_for(COLUMN_PARTS * call.blocks, 1, (double)rows * (double)n / (double)(COLUMN_PARTS * call.blocks),
+                    RK_MATH_MIN_PER_THREAD, column_sums_range, &call);
+    for (int64_t c = 0; c < n; c++)
+        acc[c] = (parts[c] + parts[n + c]) + (parts[2 * n + c] + parts[3 * n + c]);
+    free(parts);
+    return 0;
 }
 
 /* acc = the sum of terms (or the product) of each output's elements; shift per output. */
@@ -226,14 +271,9 @@ static void accumulate(const float *x, double *acc, const walk *w, int64_t outpu
                        int product, const float *shift)
 {
     const int64_t n = w->run;
-    if (!product && how == PLAIN && !w->inner_reduced && w->groups == 1 && w->out_stride[0] == 0) {
-        /* one reduced group over one kept run: column sums, threads taking blocks of columns
-           (two conversions and additions an element: more than a copy's work) */
-        column_call call = { x, acc, w->extent[0], n };
-        rk_parallel_for(ceil_div(n, 16), 1, 16.0 * (double)w->extent[0], RK_MATH_MIN_PER_THREAD,
-                        column_sums_range, &call);
-        return;
-    }
+    if (!product && how == PLAIN && !w->inner_reduced && w->groups == 1 && w->out_stride[0] == 0 &&
+        column_sums(x, w->extent[0], n, acc) == 0)
+        return;                         /* one reduced group over one kept run */
     for (int64_t o = 0; o < outputs; o++)
         acc[o] = product ? 1.0 : 0.0;
     FOR_EACH_RUN(w, in, out, {

@@ -356,23 +356,26 @@ def test_reduce_ranks_5_and_6_and_long_runs(backend, function):
 
 
 def test_reduce_global_pooling_sums_the_same_way_on_any_threads(backend):
-    """The mean of each channel of a channels-last image is its sum in double, as four partial
-    sums of every fourth pixel added pairwise, divided by the count: the same bits however many
-    threads took its channels."""
-    for pixels in (96 * 96, 96 * 96 - 3):
+    """The mean of each channel of a channels-last image is its sum in double, as the sums of
+    four runs of pixels (the rows of each quarter of the image, in order) added pairwise,
+    divided by the count: the same bits however many threads took which runs and channels."""
+    for pixels, channels in ((96 * 96, 40), (96 * 96 - 3, 150)):
         rng = rng_for("global pooling", pixels)
-        image = rng.uniform(-1, 1, (1, pixels, 1, 40)).astype(F)
+        image = rng.uniform(-1, 1, (1, pixels, 1, channels)).astype(F)
         # channels whose double sums round where the order of the additions shows: every
-        # fourth pixel +2**24, every fourth -2**24, and small values between them
-        image[0, :, 0, :20] = rng.uniform(0, 1e-6, (pixels, 20))
-        image[0, 0::4, 0, :20] = 2.0 ** 24
-        image[0, 2::4, 0, :20] = -(2.0 ** 24)
+        # other pixel of the first half +2**24, of the second half -2**24, small values between
+        big = image[0, :, 0, :20]
+        big[:] = rng.uniform(0, 1e-6, (pixels, 20))
+        big[0:pixels // 2:2] = 2.0 ** 24
+        big[pixels // 2::2] = -(2.0 ** 24)
         [out] = backend.execute("Reduce", [image], {"function": "mean", "axes": [1, 2], "keep_dims": True})
-        part = np.zeros((4, 40))
-        for r, row in enumerate(image.reshape(-1, 40).astype(np.float64)):
-            part[r % 4] += row
+        rows = image.reshape(-1, channels).astype(np.float64)
+        part = np.zeros((4, channels))
+        for q in range(4):
+            for row in rows[pixels * q // 4:pixels * (q + 1) // 4]:
+                part[q] += row
         sums = (part[0] + part[1]) + (part[2] + part[3])
-        np.testing.assert_array_equal(out.reshape(40), (sums / pixels).astype(F))
+        np.testing.assert_array_equal(out.reshape(channels), (sums / pixels).astype(F))
 
 
 def test_reduce_max_and_log_sum_exp_of_infinities(backend):

@@ -166,10 +166,10 @@ def test_column_sums_of_a_global_pooling_match_the_portable_code(kernels, rows, 
     channels): the 16-lane sums, masked tails included, give the portable code's bits."""
     wide, portable = kernels
     x = (np.random.default_rng(rows).standard_normal((rows, columns)) * 3).astype(np.float32)
-    # sums whose roundings show the order of the additions: +2**24 on every fourth row, -2**24
-    # two rows later
-    x[0::4, : columns // 2] += 2.0 ** 24
-    x[2::4, : columns // 2] -= 2.0 ** 24
+    # sums whose roundings show the order of the additions: +2**30 on every other row of the
+    # first half, -2**30 on every other row of the second
+    x[0:rows // 2:2, : columns // 2] += 2.0 ** 30
+    x[rows // 2::2, : columns // 2] -= 2.0 ** 30
     plan = ReducePlan(2, (ctypes.c_int64 * 6)(rows, columns), 1, 0, rows)
     outs = []
     for lib in (wide, portable):
@@ -178,7 +178,9 @@ def test_column_sums_of_a_global_pooling_match_the_portable_code(kernels, rows, 
         assert y[columns] == 7.0
         outs.append(y[:columns])
     same_bits(*outs)
-    np.testing.assert_allclose(outs[0], x.astype(np.float64).mean(axis=0), rtol=1e-6, atol=1e-6)
+    plain = slice(columns // 2, None)        # (the others cancel: their means are ill-conditioned)
+    np.testing.assert_allclose(outs[0][plain], x[:, plain].astype(np.float64).mean(axis=0), rtol=1e-6,
+                               atol=1e-6)
 
 
 @pytest.fixture(scope="module")
