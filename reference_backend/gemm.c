@@ -479,6 +479,14 @@ static void *gemm_worker_run(void *arg)
  * 3-4% slower on two threads (bench_gemm.py, 512 x 1024 x 1024 and other shapes).
  */
 #define RK_MIN_BLOCK_PANELS 2
+/* A GEMM of at most this many row panels whose packed B holds more than RK_FEW_ROWS_MIN_B
+   floats is one row block (rk_gemm_run). */
+#ifndef RK_FEW_ROW_PANELS
+#define RK_FEW_ROW_PANELS 4
+#endif
+#ifndef RK_FEW_ROWS_MIN_B
+#define RK_FEW_ROWS_MIN_B (256 * 1024)
+#endif
 static int64_t row_blocks(int64_t P, int64_t max_p, int nt, int64_t *start)
 {
     int64_t n = 0;
@@ -568,7 +576,12 @@ int rk_gemm_run(const gemm_op *op)
     int64_t w_eff = min_i64(slab_w, N);
     const int64_t target = nt > 1 ? RK_UNITS_PER_THREAD * (int64_t)nt : 1;
     const int64_t row_panels = ceil_div(M, mr), max_p = max_i64(1, u->mc / mr);
-    const int nt_blocks = nt; /* nt may shrink below; the block starts are computed again */
+    /* few rows (a 7 x 7 image's four panels) and a B read from memory: one row block, the
+       threads splitting the columns, so each B value is read from memory once rather than once
+       per row block (the A block, packed again for every column unit, is the smaller) */
+    const int one_block = row_panels <= RK_FEW_ROW_PANELS && op->bpacked != NULL &&
+                          K * N > RK_FEW_ROWS_MIN_B;
+    const int nt_blocks = one_block ? 1 : nt; /* nt may shrink below; the block starts are computed again */
     sh.nrow = row_blocks(row_panels, max_p, nt_blocks, NULL);
     sh.nu = balanced_block(w_eff, u->nc, nr);
     while (sh.nrow * ceil_div(w_eff, sh.nu) < target &&
