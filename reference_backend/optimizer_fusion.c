@@ -288,16 +288,17 @@ static FusedKernel *fuse_swish_alone(const BackendSubgraph *g, const ReaderTable
     return k;
 }
 
-/* Whether `info` is one scale per channel of x (NHWC): 0 for shape [C] or [1, .., 1, C] (one
-   for every image), x's channel count for [N, 1, 1, C] of x's N > 1 images (one per image); -1
-   for anything else. */
+/* Whether `info` is one scale per channel of x (NHWC, broadcast from the right): 0 for shape
+   [C] or [1, .., 1, C] (one for every image), x's channel count for [N, 1, 1, C] of x's N > 1
+   images (one per image); -1 for anything else. */
 static int64_t scale_stride_of(const BackendTensorInfo *info, const BackendTensorInfo *x)
 {
     const uint32_t rank = info->num_dimensions;
     const int64_t c = x->dimensions[3];
     if (rank < 1 || rank > 4 || info->dimensions[rank - 1] != c)
         return -1;
-    for (uint32_t d = 1; d + 1 < rank; d++)
+    /* every axis but the channels' (and a rank-4 scale's images) of extent 1 */
+    for (uint32_t d = rank == 4 ? 1 : 0; d + 1 < rank; d++)
         if (info->dimensions[d] != 1)
             return -1;
     if (rank < 4 || info->dimensions[0] == 1)

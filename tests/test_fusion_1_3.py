@@ -257,16 +257,17 @@ def test_a_channel_scale_fuses_into_the_pointwise_convolution_after_it(runtime, 
     np.testing.assert_array_equal(outs[0], outs[1])
 
 
-@pytest.mark.parametrize("scale_shape, window", [((1, 7, 1, 40), 1), ((40,), 3), ((2, 1, 1, 1), 1)],
-                         ids=["a scale per row", "a 3 x 3 convolution", "a scale per image"])
+@pytest.mark.parametrize("shape, scale_shape, window", [
+    ((2, 7, 7, 40), (1, 7, 1, 40), 1), ((2, 7, 7, 40), (40,), 3), ((2, 7, 7, 40), (2, 1, 1, 1), 1),
+    ((2, 7, 2, 40), (2, 40), 1)],
+    ids=["a scale per row", "a 3 x 3 convolution", "a scale per image", "a scale per column"])
 def test_a_product_that_is_no_channel_scale_of_a_pointwise_convolution_stays_apart(
-        runtime, scale_shape, window):
+        runtime, shape, scale_shape, window):
     rng = np.random.default_rng(10)
-    shape = (2, 7, 7, 40)
     net = loader.Network()
     x = net.add_input("x", shape)
     squeeze_and_excite(net, rng, x, shape, scale_shape, project_window=window)
-    assert run(runtime, net, {"x": rand(rng, *shape), "r": rand(rng, 2, 7, 7, 24)}) == [
+    assert run(runtime, net, {"x": rand(rng, *shape), "r": rand(rng, *shape[:3], 24)}) == [
         ("scale",), ("project", "bn3", "add")]
 
 
