@@ -118,6 +118,54 @@ int rk_conv_streams_weights(const rk_conv_params *p)
     return rk_conv_is_pointwise(p) && p->c > 0 && !rk_fully_connected_uses_packed(p->n * p->h * p->w);
 }
 
+/* A convolution as the GEMM: A the implicit im2col matrix of the NHWC input (for a pointwise
+   convolution the input itself, [pixels, c]), B the filter [o, kh*kw*c] transposed; with scale
+   (a pointwise convolution only), image b's channel c of the input times
+   scale[b * scale_stride + c], applied as the A panels are packed. */
+static int conv_gemm(const float *x, const float *scale, int64_t scale_stride, const float *filt,
+                     const float *packed, const float *bias, float *y, const rk_conv_params *p, int64_t o,
+                     const rk_epilogue *epilogue, int threads)
+{
+    gemm_op op;
+    memset(&op, 0, sizeof op);
+    op.u = rk_gemm_kernel();
+    op.m = p->n * p->oh * p->ow;
+    op.n = o;
+    op.k = p->kh * p->kw * p->c;
+    rk_conv_params row;
+    op.a = x;
+    if (rk_conv_is_pointwise(p)) {
+        /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
+           convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
+           the output channels (a projection to few channels), the kernel reads the rows of
+           that matrix directly instead of packing each A panel for a single use (never
+           scaled rows: those are packed) */
+        op.lda = p->c;
+        if (scale == NULL && o <= op.u->nr && op.u->direct != NULL) {
+            row = *p;
+            row.n = row.h = row.oh = 1;
+            row.w = row.ow = op.m;
+            op.conv = &row;
+        }
+        op.a_scale = scale;
+        op.a_scale_rows = p->h * p->w;
+        op.a_scale_stride = scale_stride;
+    } else {
+        op.conv = p;
+    }
+    /* filt [o, kh*kw*c] is B transposed */
+    op.b = filt;
+    op.rsb = 1;
+    op.csb = op.k;
+    op.bpacked = packed;
+    op.bias = bias;
+    op.c = y;
+    op.ldc = o;
+    op.epilogue = epilogue;
+    op.threads = threads;
+    return rk_gemm_run(&op);
+}
+
 int rk_conv2d_packed(const float *x, const float *filt, const float *packed, const float *bias,
                      float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
                      int threads)
@@ -136,41 +184,7 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue, threads);
     if (few >= 0)
         return few;
-    gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.u = rk_gemm_kernel();
-    op.m = p->n * p->oh * p->ow;
-    op.n = o;
-    op.k = p->kh * p->kw * p->c;
-    rk_conv_params row;
-    if (rk_conv_is_pointwise(p)) {
-        /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
-           convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
-           the output channels (a projection to few channels), the kernel reads the rows of
-           that matrix directly instead of packing each A panel for a single use */
-        op.a = x;
-        op.lda = p->c;
-        if (o <= op.u->nr && op.u->direct != NULL) {
-            row = *p;
-            row.n = row.h = row.oh = 1;
-            row.w = row.ow = op.m;
-            op.conv = &row;
-        }
-    } else {
-        op.a = x;
-        op.conv = p;
-    }
-    /* filt [o, kh*kw*c] is B transposed */
-    op.b = filt;
-    op.rsb = 1;
-    op.csb = op.k;
-    op.bpacked = packed;
-    op.bias = bias;
-    op.c = y;
-    op.ldc = o;
-    op.epilogue = epilogue;
-    op.threads = threads;
-    return rk_gemm_run(&op);
+    return conv_gemm(x, NULL, 0, filt, packed, bias, y, p, o, epilogue, threads);
 }
 
 int rk_conv_takes_scale(const rk_conv_params *p)
@@ -184,29 +198,7 @@ int rk_conv2d_scaled(const float *x, const float *scale, int64_t scale_stride, c
 {
     if (!rk_conv_takes_scale(p))
         return 0;
-    gemm_op op;
-    memset(&op, 0, sizeof op);
-    op.u = rk_gemm_kernel();
-    /* the NHWC input is the [pixels, c] matrix, its rows scaled as the GEMM packs them (so
-       never read in place, as rk_conv2d_packed reads it for few output channels) */
-    op.m = p->n * p->h * p->w;
-    op.n = o;
-    op.k = p->c;
-    op.a = x;
-    op.lda = p->c;
-    op.a_scale = scale;
-    op.a_scale_rows = p->h * p->w;
-    op.a_scale_stride = scale_stride;
-    op.b = filt;
-    op.rsb = 1;
-    op.csb = op.k;
-    op.bpacked = packed;
-    op.bias = bias;
-    op.c = y;
-    op.ldc = o;
-    op.epilogue = epilogue;
-    op.threads = threads;
-    return rk_gemm_run(&op);
+    return conv_gemm(x, scale, scale_stride, filt, packed, bias, y, p, o, epilogue, threads);
 }
 
 /* ------------------------------------------------------------------------- */
