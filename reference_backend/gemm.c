@@ -1,7 +1,7 @@
 /*
  * Packed, cache-blocked SGEMM: C = A * B [+ bias per column], then an optional epilogue, on the
- * micro-kernel chosen for this CPU (gemm_kernels.c): packing, blocking and the sharing of the
- * work among threads. Fully connected and conv2d are both expressed as this GEMM; conv2d packs
+ * micro-kernel chosen for this CPU (gemm_kernels.c): blocking and the sharing of the work
+ * among threads; the operands are packed by gemm_pack.c. Fully connected and conv2d are both expressed as this GEMM; conv2d packs
  * its im2col operand directly from the NHWC input, block by block, so no full im2col matrix is
  * ever materialized.
  */
@@ -13,203 +13,6 @@
 /* ------------------------------------------------------------------------- */
 /* SGEMM driver                                                              */
 /* ------------------------------------------------------------------------- */
-
-/* The packers are inlined with MR/NR as literal constants so the inner loops
-   get fixed trip counts. */
-static inline __attribute__((always_inline)) void
-pack_a_matrix_impl(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, const int mr)
-{
-    if (rows == mr) {
-        for (int64_t k = 0; k < kc; k++)
-            for (int i = 0; i < mr; i++)
-                dst[k * mr + i] = src[i * lda + k];
-    } else {
-        for (int64_t k = 0; k < kc; k++)
-            for (int i = 0; i < mr; i++)
-                dst[k * mr + i] = i < rows ? src[i * lda + k] : 0.0f;
-    }
-}
-
-static void pack_a_matrix(const float *src, int64_t lda, int64_t rows, int64_t kc, float *dst, int mr)
-{
-    switch (mr) {
-    case 14: pack_a_matrix_impl(src, lda, rows, kc, dst, 14); break;
-    case 6: pack_a_matrix_impl(src, lda, rows, kc, dst, 6); break;
-    case 4: pack_a_matrix_impl(src, lda, rows, kc, dst, 4); break;
-    default: pack_a_matrix_impl(src, lda, rows, kc, dst, mr); break;
-    }
-}
-
-static inline __attribute__((always_inline)) void
-pack_a_conv_impl(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0, int64_t kc,
-                 float *dst, const int mr)
-{
-    const int64_t ohw = p->oh * p->ow, C = p->c;
-    const int64_t tap0 = k0 / C, ci0 = k0 - tap0 * C;
-    for (int r = 0; r < mr; r++) {
-        float *d = dst + r;
-        if (r >= rows) {
-            for (int64_t k = 0; k < kc; k++)
-                d[k * mr] = 0.0f;
-            continue;
-        }
-        int64_t q = row0 + r;
-        int64_t bi = q / ohw, rem = q - bi * ohw;
-        int64_t oy = rem / p->ow, ox = rem - oy * p->ow;
-        int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
-        const float *img = x + bi * p->h * p->w * C;
-        int64_t ky = tap0 / p->kw, kx = tap0 - ky * p->kw, ci = ci0;
-        int64_t k = 0;
-        while (k < kc) {
-            int64_t seg = min_i64(C - ci, kc - k);
-            int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
-            float *dd = d + k * mr;
-            if (iy >= 0 && iy < p->h && ix >= 0 && ix < p->w) {
-                const float *s = img + (iy * p->w + ix) * C + ci;
-                for (int64_t t = 0; t < seg; t++)
-                    dd[t * mr] = s[t];
-            } else {
-                for (int64_t t = 0; t < seg; t++)
-                    dd[t * mr] = 0.0f;
-            }
-            k += seg;
-            ci = 0;
-            if (++kx == p->kw) {
-                kx = 0;
-                ky++;
-            }
-        }
-    }
-}
-
-static void pack_a_conv(const float *x, const rk_conv_params *p, int64_t row0, int64_t rows, int64_t k0,
-                        int64_t kc, float *dst, int mr)
-{
-    switch (mr) {
-    case 14: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 14); break;
-    case 6: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 6); break;
-    case 4: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, 4); break;
-    default: pack_a_conv_impl(x, p, row0, rows, k0, kc, dst, mr); break;
-    }
-}
-
-/* Multiplies packed panel d (kc x mr, `rows` rows of A from row0, columns from k0) by op's
-   A scale, each row by its image's: the products a Multiplication before the GEMM would have
-   written, so the same bits. */
-static inline __attribute__((always_inline)) void
-scale_a_panel_impl(const gemm_op *op, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float *d, const int mr)
-{
-    const int64_t image = row0 / op->a_scale_rows;
-    if (rows == mr && (row0 + rows - 1) / op->a_scale_rows == image) {
-        const float *s = op->a_scale + image * op->a_scale_stride + k0;
-        for (int64_t k = 0; k < kc; k++)
-            for (int r = 0; r < mr; r++)
-                d[k * mr + r] *= s[k];
-        return;
-    }
-    for (int64_t r = 0; r < rows; r++) {
-        const float *s = op->a_scale + (row0 + r) / op->a_scale_rows * op->a_scale_stride + k0;
-        for (int64_t k = 0; k < kc; k++)
-            d[k * mr + r] *= s[k];
-    }
-}
-
-static void scale_a_panel(const gemm_op *op, int64_t row0, int64_t rows, int64_t k0, int64_t kc, float *d, int mr)
-{
-    switch (mr) {
-    case 14: scale_a_panel_impl(op, row0, rows, k0, kc, d, 14); break;
-    case 6: scale_a_panel_impl(op, row0, rows, k0, kc, d, 6); break;
-    case 4: scale_a_panel_impl(op, row0, rows, k0, kc, d, 4); break;
-    default: scale_a_panel_impl(op, row0, rows, k0, kc, d, mr); break;
-    }
-}
-
-/* Packs rows [i0, i0+mc) x cols [k0, k0+kc) of A into ceil(mc/mr) micro-panels. */
-static void pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst)
-{
-    const int mr = op->u->mr;
-    for (int64_t ip = 0; ip < mc; ip += mr) {
-        int64_t rows = min_i64(mr, mc - ip);
-        float *d = dst + ip * kc;
-        if (op->conv) {
-            /* the vectorized packer loads 16 channels at a time: worth it from about 8 */
-            if (op->u->pack_conv && mr <= 16 && op->conv->c >= 8) {
-                op->u->pack_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
-                continue;
-            }
-            pack_a_conv(op->a, op->conv, i0 + ip, rows, k0, kc, d, mr);
-        }
-        else if (op->u->pack_t) {
-            /* scaled as it is packed where the panel's rows are of one image */
-            const int64_t image = op->a_scale != NULL ? (i0 + ip) / op->a_scale_rows : 0;
-            const int one = op->a_scale != NULL && (i0 + ip + rows - 1) / op->a_scale_rows == image;
-            op->u->pack_t(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr,
-                          one ? op->a_scale + image * op->a_scale_stride + k0 : NULL);
-            if (op->a_scale != NULL && !one)
-                scale_a_panel(op, i0 + ip, rows, k0, kc, d, mr);
-        } else {
-            pack_a_matrix(op->a + (i0 + ip) * op->lda + k0, op->lda, rows, kc, d, mr);
-            if (op->a_scale != NULL)
-                scale_a_panel(op, i0 + ip, rows, k0, kc, d, mr);
-        }
-    }
-}
-
-static inline __attribute__((always_inline)) void
-pack_b_impl(const float *src, int64_t rsb, int64_t csb, int64_t cols, int64_t kc, float *dst, const int nr)
-{
-    if (csb == 1) {
-        for (int64_t k = 0; k < kc; k++) {
-            const float *s = src + k * rsb;
-            float *d = dst + k * nr;
-            if (cols == nr) {
-                for (int j = 0; j < nr; j++)
-                    d[j] = s[j];
-            } else {
-                for (int j = 0; j < nr; j++)
-                    d[j] = j < cols ? s[j] : 0.0f;
-            }
-        }
-    } else {
-        /* Transposed source (e.g. [m, k] weights): go through the panel in
-           16-step slices of k so the nr source lines being read and the
-           16 x nr destination block both stay in L1. */
-        for (int64_t k0 = 0; k0 < kc; k0 += 16) {
-            const int64_t kn = min_i64(16, kc - k0);
-            float *d = dst + k0 * nr;
-            for (int64_t j = 0; j < cols; j++) {
-                const float *s = src + j * csb + k0 * rsb;
-                for (int64_t k = 0; k < kn; k++)
-                    d[k * nr + j] = s[k * rsb];
-            }
-            for (int64_t j = cols; j < nr; j++)
-                for (int64_t k = 0; k < kn; k++)
-                    d[k * nr + j] = 0.0f;
-        }
-    }
-}
-
-/* Packs B rows [k0, k0+kc) x cols [j0, j0+nc) into ceil(nc/nr) micro-panels. */
-static void pack_b(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_t kc, float *dst)
-{
-    const int nr = op->u->nr;
-    for (int64_t jp = 0; jp < nc; jp += nr) {
-        int64_t cols = min_i64(nr, nc - jp);
-        const float *s = op->b + k0 * op->rsb + (j0 + jp) * op->csb;
-        float *d = dst + jp * kc;
-        if (op->rsb == 1 && op->csb != 1 && op->u->pack_t) {
-            /* [n, k] storage: each column of B is a contiguous source line */
-            op->u->pack_t(s, op->csb, cols, kc, d, nr, NULL);
-            continue;
-        }
-        switch (nr) {
-        case 32: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 32); break;
-        case 16: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 16); break;
-        case 8: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, 8); break;
-        default: pack_b_impl(s, op->rsb, op->csb, cols, kc, d, nr); break;
-        }
-    }
-}
 
 /*
  * Parallel scheme. B is packed into a shared "slab" (all of K x up to slab_w
@@ -309,51 +112,6 @@ static void mark_done(gemm_shared *sh)
     pthread_mutex_unlock(&sh->mu);
 }
 
-/*
- * Where a convolution's kernel can read A straight from the NHWC input (ukr_desc.direct): the
- * mr output pixels of a panel lie in one output row and every tap of the K block falls inside
- * the image for all of them. Segments are the K block's runs of input: the channels of one
- * tap, merged with the next tap's where that continues them in memory (the taps of a window
- * row when the dilation is 1), so a 7 x 7 window of 3 channels is 7 runs of 21 floats.
- */
-#define RK_DIRECT_MAX_SEGS 40
-
-/* The K block [k0, k0 + kc)'s segments for the panel of mr output pixels from row0, or -1
-   when a pixel is in another output row or a tap falls in the padding. */
-static int conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, int64_t k0,
-                                int64_t kc, const float *x, const float **seg, int64_t *len)
-{
-    const int64_t ohw = p->oh * p->ow, C = p->c;
-    const int64_t bi = row0 / ohw, rem = row0 - bi * ohw, oy = rem / p->ow, ox = rem - oy * p->ow;
-    if (ox + (mr - 1) >= p->ow)
-        return -1;
-    const int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
-    const int64_t span = (mr - 1) * p->stride_w;
-    const float *img = x + bi * p->h * p->w * C;
-    int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
-    int n = 0;
-    while (k < kc) {
-        const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
-        const int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
-        if (iy < 0 || iy >= p->h || ix < 0 || ix + span >= p->w)
-            return -1;
-        const float *at = img + (iy * p->w + ix) * C + ci;
-        const int64_t run = min_i64(C - ci, kc - k);
-        if (n > 0 && seg[n - 1] + len[n - 1] == at) {
-            len[n - 1] += run;          /* the next tap along the row continues the last run */
-        } else {
-            if (n == RK_DIRECT_MAX_SEGS)
-                return -1;
-            seg[n] = at;
-            len[n++] = run;
-        }
-        k += run;
-        ci = 0;
-        tap++;
-    }
-    return n;
-}
-
 static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t slab_w, int64_t unit)
 {
     const gemm_op *op = sh->op;
@@ -377,7 +135,7 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
         const int direct = op->conv != NULL && u->direct != NULL &&
                            ((jend - j0 <= nr && op->conv->c >= 8) || op->conv->c < 8);
         if (!direct)
-            pack_a(op, i0, mc, pc, kc, ap);
+            rk_gemm_pack_a(op, i0, mc, pc, kc, ap);
         for (int64_t jr = j0; jr < jend; jr += nr) {
             const int64_t cols = min_i64(nr, jend - jr);
             const float *bpanel = bblk + jr * kc;
@@ -397,9 +155,9 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 int64_t seg_len[RK_DIRECT_MAX_SEGS];
                 if (direct) {
                     if (rows == mr)
-                        nseg = conv_direct_segments(op->conv, mr, i0 + ir, pc, kc, op->a, seg, seg_len);
+                        nseg = rk_conv_direct_segments(op->conv, mr, i0 + ir, pc, kc, op->a, seg, seg_len);
                     if (nseg < 0)
-                        pack_a(op, i0 + ir, rows, pc, kc, ap + ir * kc);
+                        rk_gemm_pack_a(op, i0 + ir, rows, pc, kc, ap + ir * kc);
                 }
                 const int half = cols <= nr / 2 && u->half != NULL;
                 const int full = rows == mr && cols == (half ? nr / 2 : nr);
@@ -457,7 +215,7 @@ static void *gemm_worker_run(void *arg)
             const int64_t pc = r / ngroups * sh->kc, jp = r % ngroups * RK_PACK_GROUP * nr;
             const int64_t kc = min_i64(sh->kc, op->k - pc);
             const int64_t cols = min_i64(RK_PACK_GROUP * nr, slab_w - jp);
-            pack_b(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
+            rk_gemm_pack_b_block(op, slab0 + jp, cols, pc, kc, sh->bp + pc * sh->slab_wp + jp * kc);
         } else {
             wait_done(sh, base + npack); /* this slab fully packed */
             gemm_unit(sh, ap, slab0, slab_w, r - npack);
@@ -659,5 +417,5 @@ void rk_gemm_pack_b(const gemm_op *op, float *dst)
     const int64_t kc = rk_gemm_packed_b_kc(op->u, op->k);
     const int64_t width = ceil_div(op->n, op->u->nr) * op->u->nr;
     for (int64_t pc = 0; pc < op->k; pc += kc)
-        pack_b(op, 0, op->n, pc, min_i64(kc, op->k - pc), dst + pc * width);
+        rk_gemm_pack_b_block(op, 0, op->n, pc, min_i64(kc, op->k - pc), dst + pc * width);
 }

@@ -2,8 +2,8 @@
  * Shared by the reference kernels (one file per operator family, see kernels.h for the
  * contract): target selection, threading thresholds, small integer helpers, 4-lane vectors
  * with the vectorized exp/sigmoid/tanh, window clipping, the thread helpers (threading.c) and
- * the packed SGEMM behind fully connected and convolution (gemm.c, its micro-kernels in
- * gemm_kernels.c).
+ * the packed SGEMM behind fully connected and convolution (gemm.c, its packers in gemm_pack.c,
+ * its micro-kernels in gemm_kernels.c).
  */
 #ifndef RK_INTERNAL_H
 #define RK_INTERNAL_H
@@ -593,6 +593,27 @@ void rk_gemm_pack_b(const gemm_op *op, float *dst);
 /* The K block of that layout: block pc starts at pc * ceil(n / nr) * nr floats, its
    micro-panels nr * kc floats apart (kc = min(this, k - pc)). */
 int64_t rk_gemm_packed_b_kc(const ukr_desc *u, int64_t k);
+
+/* ---- gemm_pack.c (the GEMM's packers) ------------------------------------------------------- */
+
+/* A rows [i0, i0 + mc) x columns [k0, k0 + kc) of op packed into ceil(mc / mr) micro-panels
+   (op's A scale applied); B rows [k0, k0 + kc) x columns [j0, j0 + nc) into ceil(nc / nr). */
+void rk_gemm_pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst);
+void rk_gemm_pack_b_block(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_t kc, float *dst);
+
+/*
+ * Where a convolution's kernel can read A straight from the NHWC input (ukr_desc.direct): the
+ * mr output pixels of a panel lie in one output row and every tap of the K block falls inside
+ * the image for all of them. Segments are the K block's runs of input: the channels of one
+ * tap, merged with the next tap's where that continues them in memory (the taps of a window
+ * row when the dilation is 1), so a 7 x 7 window of 3 channels is 7 runs of 21 floats.
+ */
+#define RK_DIRECT_MAX_SEGS 40
+
+/* The K block [k0, k0 + kc)'s segments (at most RK_DIRECT_MAX_SEGS) for the panel of mr output
+   pixels from row0, or -1 when a pixel is in another output row or a tap falls in the padding. */
+int rk_conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, int64_t k0, int64_t kc,
+                            const float *x, const float **seg, int64_t *len);
 
 /* ---- winograd.c ------------------------------------------------------------------------- */
 

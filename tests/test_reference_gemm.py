@@ -146,8 +146,8 @@ def portable_kernels(request, tmp_path_factory):
     if CC is None or not sources:
         pytest.skip("needs a C compiler and the reference backend's sources")
     sources = [s for s in sources if os.path.basename(s) in
-               ("gemm.c", "gemm_kernels.c", "fully_connected.c", "threading.c", "elementwise.c",
-                "activation.c", "activation_avx512.c")]
+               ("gemm.c", "gemm_pack.c", "gemm_kernels.c", "fully_connected.c", "threading.c",
+                "elementwise.c", "activation.c", "activation_avx512.c")]
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")
     subprocess.run([CC, "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
                     "-Werror", request.param, *sources, "-o", out, "-lm", "-lpthread"],

@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 SOURCES = ("activation.c", "activation_avx512.c", "elementwise.c", "threading.c", "gemm.c",
-           "gemm_kernels.c", "reduce.c")
+           "gemm_pack.c", "gemm_kernels.c", "reduce.c")
 
 
 def has_avx512():
