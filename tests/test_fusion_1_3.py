@@ -303,3 +303,31 @@ def test_every_single_byte_change_to_the_new_fused_forms_is_loaded_or_refused(ru
     finally:
         backend.close()
     assert refused > 50
+
+
+def test_a_serialized_scale_that_does_not_fit_its_window_is_refused(runtime):
+    """The per-image scale's stride (the image's channel count) read back as anything but that
+    count or 0, or as 0 with one scale per image stored, would read past the scale: refused."""
+    rng = np.random.default_rng(12)
+    net = loader.Network()
+    x = net.add_input("x", (2, 3, 3, 40))
+    s = net.add_input("s", (2, 1, 1, 40))
+    y = net.add_layer("Multiplication", [s, x], name="scale")
+    net.add_output(net.add_layer("Convolution2d", [y, net.add_constant("w", rand(rng, 8, 1, 1, 40))],
+                                 {}, name="project"), "y")
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        blob = loaded.plan[0].compiled.serialize()
+    # the kernel's has_scale (1), its padding and scale_stride (40), as this build lays them out
+    fields = (1).to_bytes(4, "little") + bytes(4) + (40).to_bytes(8, "little")
+    at = blob.index(b"RKFK")
+    assert blob.count(fields, at) == 1
+    where = blob.index(fields, at) + 8
+    backend = runtime.create_backend("CpuRef")
+    try:
+        loader._core.load_compiled_subgraph(backend, blob).close()      # as written: loads
+        for stride in (41, 0, 80, -40):
+            damaged = blob[:where] + stride.to_bytes(8, "little", signed=True) + blob[where + 8:]
+            with pytest.raises(loader.BackendError):
+                loader._core.load_compiled_subgraph(backend, damaged)
+    finally:
+        backend.close()
