@@ -187,6 +187,15 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     return conv_gemm(x, NULL, 0, filt, packed, bias, y, p, o, epilogue, threads);
 }
 
+int rk_conv_residual_in_place(const rk_conv_params *p, int64_t o, int packed)
+{
+    /* the routes of rk_conv2d_packed: all but the streamed and the Winograd ones end in
+       conv_gemm (the few-channel copy only copies x) */
+    if (rk_conv_streams_weights(p) || (packed && rk_winograd_tile(p, o) != 0))
+        return 0;
+    return rk_gemm_in_place(rk_gemm_kernel(), p->kh * p->kw * p->c);
+}
+
 int rk_conv_takes_scale(const rk_conv_params *p)
 {
     return rk_conv_is_pointwise(p) && !rk_conv_streams_weights(p);

@@ -48,6 +48,7 @@ typedef struct gemm_shared {
     size_t a_stride;
     int single;         /* one participant: never wait, never lock */
     int tail;           /* the kernel applies op->epilogue on full tiles (ukr_tail below) */
+    int in_place;       /* C is the epilogue's residual (one K block: rk_gemm_in_place) */
     ukr_tail tail_base; /* its clamp; residual set per tile */
     atomic_llong next, done;
     pthread_mutex_t mu;
@@ -161,13 +162,6 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 }
                 const int half = cols <= nr / 2 && u->half != NULL;
                 const int full = rows == mr && cols == (half ? nr / 2 : nr);
-                float *cd = full ? cp : tile;
-                const int64_t ldd = full ? op->ldc : nr;
-                /* Edge tile: go through a full-size local tile so the
-                   kernel never touches C outside the matrix. */
-                if (!full && accumulate)
-                    for (int64_t i = 0; i < rows; i++)
-                        memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
                 /* the tile is final after the last K block: the epilogue is applied while it
                    is hot, in the kernel's own store where it can */
                 const int last = op->epilogue != NULL && pc + kc >= op->k;
@@ -179,16 +173,25 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                         tail.residual = op->epilogue->residual + (i0 + ir) * tail.ldr + slab0 + jr;
                     tp = &tail;
                 }
+                /* Edge tile: go through a full-size local tile so the kernel never touches C
+                   outside the matrix. So does a final tile whose epilogue the kernel does not
+                   apply when C is its own residual: the residual is read before C is written. */
+                const int local = !full || (last && tp == NULL && sh->in_place);
+                float *cd = local ? tile : cp;
+                const int64_t ldd = local ? nr : op->ldc;
+                if (local && accumulate)
+                    for (int64_t i = 0; i < rows; i++)
+                        memcpy(tile + i * nr, cp + i * op->ldc, (size_t)cols * sizeof(float));
                 if (nseg >= 0)
                     (half ? u->direct_half : u->direct)(seg, seg_len, nseg, op->conv->stride_w * op->conv->c,
                                                         bpanel, cd, ldd, bias, accumulate, tp);
                 else
                     (half ? u->half : u->fn)(kc, apanel, bpanel, cd, ldd, bias, accumulate, tp);
-                if (!full)
+                if (last && tp == NULL)
+                    rk_apply_epilogue(op->epilogue, cd, ldd, i0 + ir, slab0 + jr, rows, cols);
+                if (local)
                     for (int64_t i = 0; i < rows; i++)
                         memcpy(cp + i * op->ldc, tile + i * nr, (size_t)cols * sizeof(float));
-                if (last && tp == NULL)
-                    rk_apply_epilogue(op->epilogue, cp, op->ldc, i0 + ir, slab0 + jr, rows, cols);
             }
         }
     }
@@ -306,6 +309,7 @@ int rk_gemm_run(const gemm_op *op)
     sh.op = op;
     sh.kc = balanced_block(K, u->kc, 4);
     sh.tail = u->tail && op->epilogue != NULL && rk_epilogue_tail(op->epilogue, &sh.tail_base);
+    sh.in_place = op->epilogue != NULL && op->epilogue->residual == op->c;
 
     /* Slab width: all of N when the packed copy fits the budget (or was packed before the
        call), else as many columns as fit, but never so few that A gets re-packed too often. */
@@ -410,6 +414,11 @@ int64_t rk_gemm_packed_b_floats(const ukr_desc *u, int64_t k, int64_t n)
 int64_t rk_gemm_packed_b_kc(const ukr_desc *u, int64_t k)
 {
     return balanced_block(k, u->kc, 4);
+}
+
+int rk_gemm_in_place(const ukr_desc *u, int64_t k)
+{
+    return k > 0 && k <= u->kc;
 }
 
 void rk_gemm_pack_b(const gemm_op *op, float *dst)

@@ -171,7 +171,7 @@ typedef struct rk_epilogue {
 } rk_epilogue;
 
 /* rk_fully_connected, rk_conv2d and rk_depthwise_conv2d followed by `epilogue` (NULL: none).
-   The residual must not alias y. Where a function takes `threads`, it is how many threads to
+   The residual must not alias y (but see rk_conv_residual_in_place). Where a function takes `threads`, it is how many threads to
    use (at most rk_thread_count(); a network step's decision, see rk_conv2d_step_threads), or 0:
    decided from the call's work. */
 int rk_fully_connected_fused(const float *x, const float *w, const float *bias, float *y,
@@ -253,6 +253,13 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
                               const float *bias, float *y, int64_t n, int64_t k, int64_t m,
                               int transpose_weights, const rk_epilogue *epilogue, int threads);
+/* 1 when rk_conv2d_packed (and rk_conv2d_scaled) with these parameters, packed weights or not
+   (`packed`), may write y over its own residual (epilogue->residual == y, ldr == o): it takes
+   the GEMM with a single K block, whose epilogue reads each residual value before the same
+   place of y is written, by the same thread. A network's last reader of a residual then writes
+   its output into the residual's bytes: one tensor less in the cache, and no line of y fetched
+   only to be overwritten. The same bits as with a separate y. */
+int rk_conv_residual_in_place(const rk_conv_params *p, int64_t o, int packed);
 
 /* Grouped convolution (Backend API 1.3): filt [o, kh, kw, c / groups]; output channel j reads the
    input channels of group j / (o / groups) only; groups divides c and o. groups == 1 is

@@ -583,8 +583,12 @@ const ukr_desc *rk_gemm_kernel(void);
    compiled in), else 0. */
 int rk_use_avx512(void);
 
-/* C = A * B + bias (then the epilogue) as described by op; 1 if scratch allocation failed. */
+/* C = A * B + bias (then the epilogue) as described by op; 1 if scratch allocation failed.
+   C may be the epilogue's residual itself (same pointer, ldr == ldc) where rk_gemm_in_place. */
 int rk_gemm_run(const gemm_op *op);
+/* 1 when a GEMM of depth k on u is one K block: no partial sums are stored in C before its
+   epilogue, which then reads each residual value before the same place of C is written. */
+int rk_gemm_in_place(const ukr_desc *u, int64_t k);
 
 /* All of op's B (u, b, rsb, csb, k, n) packed into one slab, the layout rk_gemm_run reads
    through op->bpacked: rk_gemm_packed_b_floats(op->u, k, n) floats. */

@@ -27,15 +27,57 @@
 
 static uint64_t aligned(uint64_t n) { return (n + ARENA_ALIGNMENT - 1) / ARENA_ALIGNMENT * ARENA_ALIGNMENT; }
 
+/* The residual slot whose bytes step i's output takes, or UINT32_MAX: a convolution that adds a
+   residual nothing reads after it writes its output over it, where its kernel may
+   (rk_conv_residual_in_place). Both are arena tensors of the same size, the residual is no
+   other operand of the step, and the step is not part of a pipeline (`piped`). */
+static uint32_t residual_taken(const Program *p, uint32_t i, const uint32_t *first, const uint32_t *last,
+                               int piped)
+{
+    const Step *step = &p->steps[i];
+    if (piped || step->record.kind != STEP_FUSED || step->fused == NULL)
+        return UINT32_MAX;
+    const FusedKernel *k = (const FusedKernel *)step->fused;
+    const int32_t input = k->operands[OPERAND_RESIDUAL].input;
+    if (k->layer_type != BACKEND_LAYER_CONVOLUTION2D || k->groups != 1 || !k->has_residual || input < 0 ||
+        (uint32_t)input >= step->record.num_inputs || k->epilogue.ldr != k->channels_out)
+        return UINT32_MAX;
+    const uint32_t r = step->inputs[input], out = step->record.output;
+    if (r >= p->num_slots || out >= p->num_slots || p->slots[r].kind != SLOT_ARENA ||
+        p->slots[out].kind != SLOT_ARENA || p->slots[r].bytes != p->slots[out].bytes ||
+        p->slots[out].bytes != k->output_bytes || last[r] != i || first[out] != i)
+        return UINT32_MAX;
+    for (uint32_t j = 0; j < step->record.num_inputs; j++)
+        if (j != (uint32_t)input && step->inputs[j] == r)
+            return UINT32_MAX;
+    return rk_conv_residual_in_place(&k->window, k->channels_out, k->packed != NULL) ? r : UINT32_MAX;
+}
+
 /* Greedy first-fit by lifetime: each arena slot, in the order its tensor is first written, goes
    to the lowest offset that overlaps no slot whose lifetime [first, last] (step indices) meets
-   its own. Returns the arena size. */
-uint64_t ref_plan_arena(Slot *slots, const uint32_t *first, const uint32_t *last, uint32_t n)
+   its own; or, written over its residual (residual_taken), to that residual's offset, which no
+   other slot alive from that step on can overlap (they were all alive with the residual).
+   Returns the arena size, UINT64_MAX when out of memory. */
+uint64_t ref_plan_arena(Program *p, const uint32_t *first, const uint32_t *last)
 {
+    const uint32_t n = p->num_slots;
+    Slot *slots = p->slots;
     uint64_t size = 0;
     uint32_t *placed = malloc((n ? n : 1) * sizeof *placed), count = 0;
-    if (placed == NULL)
+    uint32_t *takes = malloc((n ? n : 1) * sizeof *takes);
+    if (placed == NULL || takes == NULL) {
+        free(placed);
+        free(takes);
         return UINT64_MAX;
+    }
+    for (uint32_t s = 0; s < n; s++)
+        takes[s] = UINT32_MAX;
+    for (uint32_t i = 0, piped = 0; i < p->num_steps; i++) {
+        piped = p->steps[i].pipeline > 0 ? (uint32_t)p->steps[i].pipeline : piped > 0 ? piped - 1 : 0;
+        const uint32_t r = residual_taken(p, i, first, last, piped > 0);
+        if (r != UINT32_MAX)
+            takes[p->steps[i].record.output] = r;
+    }
     for (uint32_t step = 0;; step++) {
         int any = 0;
         for (uint32_t s = 0; s < n; s++) {
@@ -45,7 +87,7 @@ uint64_t ref_plan_arena(Slot *slots, const uint32_t *first, const uint32_t *last
             if (first[s] != step)
                 continue;
             uint64_t offset = 0;
-            for (int moved = 1; moved;) {
+            for (int moved = takes[s] == UINT32_MAX; moved;) {
                 moved = 0;
                 for (uint32_t q = 0; q < count; q++) {
                     const Slot *o = &slots[placed[q]];
@@ -57,6 +99,8 @@ uint64_t ref_plan_arena(Slot *slots, const uint32_t *first, const uint32_t *last
                     }
                 }
             }
+            if (takes[s] != UINT32_MAX)
+                offset = slots[takes[s]].offset;
             slots[s].offset = offset;
             placed[count++] = s;
             if (offset + aligned(slots[s].bytes) > size)
@@ -66,6 +110,7 @@ uint64_t ref_plan_arena(Slot *slots, const uint32_t *first, const uint32_t *last
             break;
     }
     free(placed);
+    free(takes);
     return size;
 }
 
@@ -245,7 +290,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const ReaderTable *
             last[r->output] = s;
     }
     ref_plan_pipelines(p, last);
-    p->arena_bytes = ref_plan_arena(p->slots, first, last, p->num_slots);
+    p->arena_bytes = ref_plan_arena(p, first, last);
     if (p->arena_bytes == UINT64_MAX)
         goto out_of_memory;
     status = ref_program_finish(p, message, sizeof message);

@@ -490,7 +490,7 @@ static BackendStatus load_program(const void *data, uint64_t size, BackendCompil
         if (p->slots[s].kind == SLOT_CONSTANT)
             p->constants[s] = (const char *)p->owned + p->slots[s].offset;
     ref_plan_pipelines(p, last);
-    p->arena_bytes = ref_plan_arena(p->slots, first, last, p->num_slots);
+    p->arena_bytes = ref_plan_arena(p, first, last);
     if (p->arena_bytes == UINT64_MAX || ref_program_finish(p, detail, sizeof detail) != BACKEND_STATUS_OK)
         REFUSE("out of memory");
     free(first);

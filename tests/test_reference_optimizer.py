@@ -140,3 +140,76 @@ def test_a_sub_graph_longer_than_a_program_is_compiled_in_programs_of_4096_layer
         y = loaded.execute({"x": values})["y"]
     leaky = np.where(values > 0, values, 0.5 * values)
     np.testing.assert_array_equal(y, np.maximum(np.maximum(leaky, 0) + leaky + values, 0))
+
+
+# -- a convolution writes its output over the residual it alone still reads ----------------------
+#
+# t = relu(x) is an arena tensor that a first convolution reads and a second one adds as its
+# residual. Nothing reads t afterwards, so where the second convolution's kernel allows it
+# (rk_conv_residual_in_place: the GEMM with one K block) its output takes t's bytes. The same
+# network with t also an output keeps t apart: both must give the same bits, and the float64
+# reference's values.
+
+def residual_block(x_shape, mid, window, activation, residual_is_input=False):
+    net = loader.Network()
+    c = x_shape[-1]
+    x = net.add_input("x", x_shape)
+    t = net.add_layer("Activation", [x], {"function": "relu"}, name="t")
+    if residual_is_input:                       # the second convolution reads t itself
+        u, mid = t, c
+    else:
+        u = net.add_layer("Convolution2d", [t, net.add_constant("w1", rand(mid, 1, 1, c))], name="conv1")
+    kh, descriptor = window
+    w2 = net.add_constant("w2", rand(c, kh, kh, mid) / F(np.sqrt(kh * kh * mid)))
+    y = net.add_layer("Convolution2d", [u, w2, net.add_constant("b2", rand(c))], descriptor, name="conv2")
+    y = net.add_layer("Addition", [y, t], name="add")
+    net.add_output(net.add_layer("Activation", [y], activation, name="act"), "y")
+    return net, t
+
+
+POINTWISE = (1, {})
+RELU = {"function": "relu"}
+
+
+@pytest.mark.parametrize("x_shape, mid, window, activation", [
+    ((1, 14, 16, 64), 32, POINTWISE, RELU),               # whole 14 x 32 tiles, the kernel's store
+    ((1, 5, 7, 40), 24, POINTWISE, RELU),                 # edge tiles both ways
+    ((1, 14, 16, 64), 32, POINTWISE, {"function": "sigmoid"}),  # an epilogue the kernel leaves
+    ((2, 7, 9, 24), 24, (3, {"padding": 2, "dilation": 2}), RELU),  # the implicit im2col, K 216
+    ((1, 28, 28, 128), 64, POINTWISE, RELU),              # two threads where there are two cores
+    ((1, 6, 10, 64), 320, POINTWISE, RELU),               # K 320: two K blocks, kept apart
+    ((1, 30, 27, 24), 40, (3, {"padding": 1}), RELU),     # Winograd, kept apart
+], ids=["tiles", "edges", "sigmoid", "im2col", "threads", "deep", "winograd"])
+def test_a_convolution_over_its_dying_residual_gives_the_bits_of_separate_buffers(
+        runtime, x_shape, mid, window, activation):
+    net, t = residual_block(x_shape, mid, window, activation)
+    xa = rand(*x_shape)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        assert [s.kind for s in loaded.plan] == ["compiled"]
+        got = loaded.execute({"x": xa})["y"]
+    net.add_output(t, "t")                      # t now outlives the convolution
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        apart = loaded.execute({"x": xa})
+    np.testing.assert_array_equal(got, apart["y"])
+    np.testing.assert_allclose(got, evaluate_network(net, {"x": xa})["y"], rtol=2e-4, atol=2e-4)
+
+
+def test_a_convolution_whose_residual_is_also_its_input_keeps_them_apart(runtime):
+    # every output pixel reads nine input pixels: written over its input, later pixels would
+    # read outputs
+    net, _ = residual_block((1, 9, 11, 24), 0, (3, {"padding": 2, "dilation": 2}), RELU,
+                            residual_is_input=True)
+    xa = rand(1, 9, 11, 24)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        got = loaded.execute({"x": xa})["y"]
+    np.testing.assert_allclose(got, evaluate_network(net, {"x": xa})["y"], rtol=2e-4, atol=2e-4)
+
+
+def test_a_loaded_compiled_network_writes_over_its_residual_as_the_compiled_one(runtime, tmp_path):
+    net, _ = residual_block((1, 5, 7, 40), 24, POINTWISE, RELU)
+    xa = rand(1, 5, 7, 40)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        got = loaded.execute({"x": xa})["y"]
+        loaded.export(tmp_path / "net.compiled")
+    with runtime.load_compiled_network(tmp_path / "net.compiled") as again:
+        np.testing.assert_array_equal(again.execute({"x": xa})["y"], got)
