@@ -50,6 +50,9 @@ static uint32_t residual_taken(const Program *p, uint32_t i, const uint32_t *fir
     for (uint32_t j = 0; j < step->record.num_inputs; j++)
         if (j != (uint32_t)input && step->inputs[j] == r)
             return UINT32_MAX;
+    for (int o = 0; o < OPERAND_COUNT; o++)             /* one input may serve two operands */
+        if (o != OPERAND_RESIDUAL && k->operands[o].input == input)
+            return UINT32_MAX;
     return rk_conv_residual_in_place(&k->window, k->channels_out, k->packed != NULL) ? r : UINT32_MAX;
 }
 
