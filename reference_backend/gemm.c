@@ -185,6 +185,12 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
                 if (nseg >= 0)
                     (half ? u->direct_half : u->direct)(seg, seg_len, nseg, op->conv->stride_w * op->conv->c,
                                                         bpanel, cd, ldd, bias, accumulate, tp);
+                else if (rows < mr && !half && u->part[1] != NULL)
+                    /* a last row panel of few rows (local): its rows alone, RK_PART_ROWS - 1 at most
+                       a call, rather than multiply-adds on the panel's zero rows */
+                    for (int64_t r0 = 0; r0 < rows; r0 += RK_PART_ROWS - 1)
+                        u->part[min_i64(rows - r0, RK_PART_ROWS - 1)](kc, apanel + r0, bpanel, cd + r0 * ldd, ldd,
+                                                                       bias, accumulate, NULL);
                 else
                     (half ? u->half : u->fn)(kc, apanel, bpanel, cd, ldd, bias, accumulate, tp);
                 if (last && tp == NULL)

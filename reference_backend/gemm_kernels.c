@@ -40,7 +40,13 @@ static void ukr_generic_4x8(int64_t kc, const float *a, const float *b, float *c
  * by the row macros below): with arrays, GCC keeps the accumulators in stack
  * slots and stores them back on every k step.
  */
-#define RK_ROWS6(X) X(0) X(1) X(2) X(3) X(4) X(5)
+#define RK_ROWS1(X) X(0)
+#define RK_ROWS2(X) RK_ROWS1(X) X(1)
+#define RK_ROWS3(X) RK_ROWS2(X) X(2)
+#define RK_ROWS4(X) RK_ROWS3(X) X(3)
+#define RK_ROWS5(X) RK_ROWS4(X) X(4)
+#define RK_ROWS6(X) RK_ROWS5(X) X(5)
+#define RK_ROWS7(X) RK_ROWS6(X) X(6)
 #define RK_ROWS14(X) RK_ROWS6(X) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13)
 
 #if defined(RK_X86)
@@ -358,18 +364,72 @@ static void ukr_avx512_14x16_direct(const float *const *seg, const int64_t *len,
 #undef RK_STORE_TILEH
 #endif
 
+#if defined(RK_X86_AVX512)
+/*
+ * The first r rows (r = 1..7) of the 14 x 32 tile, from the same packed A micro-panel (rows 14
+ * floats apart per k step) and B micro-panel, summed in the same order: the same bits as
+ * those rows of ukr_avx512_14x32, without its multiply-adds on the panel's zero rows. For a
+ * last row panel with few rows (a 7 x 7 image's 49 pixels are three panels and 7 rows; a
+ * transformer's 197 tokens, 14 panels and 1 row), which the driver computes into its local
+ * tile (ukr_part; no tail).
+ */
+#define RK_DECLP(i) __m512 c0_##i = _mm512_setzero_ps(), c1_##i = _mm512_setzero_ps();
+#define RK_STEPP(i)                                 \
+    {                                               \
+        const __m512 ai = _mm512_set1_ps(a[i]);     \
+        c0_##i = _mm512_fmadd_ps(ai, b0, c0_##i);   \
+        c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
+    }
+#define RK_STOREP(i)                                                                    \
+    _mm512_storeu_ps(c + (i) * ldc, _mm512_add_ps(c0_##i, accumulate ? _mm512_loadu_ps(c + (i) * ldc) : v0)); \
+    _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_add_ps(c1_##i, accumulate ? _mm512_loadu_ps(c + (i) * ldc + 16) : v1));
+#define RK_PART_KERNEL(r)                                                                           \
+    __attribute__((target("avx512f"))) static void ukr_avx512_##r##x32(                             \
+        int64_t kc, const float *a, const float *b, float *c, int64_t ldc, const float *bias,       \
+        int accumulate, const ukr_tail *tail)                                                       \
+    {                                                                                               \
+        (void)tail;                                                                                 \
+        RK_ROWS##r(RK_DECLP)                                                                        \
+        for (int64_t k = 0; k < kc; k++) {                                                          \
+            _mm_prefetch((const char *)(b + 32 * 16), _MM_HINT_T0);                                  \
+            _mm_prefetch((const char *)(b + 32 * 16 + 16), _MM_HINT_T0);                             \
+            const __m512 b0 = _mm512_loadu_ps(b);                                                   \
+            const __m512 b1 = _mm512_loadu_ps(b + 16);                                              \
+            RK_ROWS##r(RK_STEPP)                                                                    \
+            a += 14;                                                                                \
+            b += 32;                                                                                \
+        }                                                                                           \
+        const __m512 v0 = bias && !accumulate ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();        \
+        const __m512 v1 = bias && !accumulate ? _mm512_loadu_ps(bias + 16) : _mm512_setzero_ps();   \
+        RK_ROWS##r(RK_STOREP)                                                                       \
+    }
+RK_PART_KERNEL(1)
+RK_PART_KERNEL(2)
+RK_PART_KERNEL(3)
+RK_PART_KERNEL(4)
+RK_PART_KERNEL(5)
+RK_PART_KERNEL(6)
+RK_PART_KERNEL(7)
+#undef RK_PART_KERNEL
+#undef RK_DECLP
+#undef RK_STEPP
+#undef RK_STOREP
+#endif
+
 /* Blocking: a B micro-panel (kc*nr*4 bytes) is re-read for every A
    micro-panel of a unit, so it should stay in L1/L2; the packed A block
    (mc*kc*4 bytes) is re-read for every B micro-panel and stays in L2. nc is
    the nominal unit width (columns of C per work unit). */
-static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, NULL, NULL, NULL, NULL, 4, 8, 128, 256, 4096, 0 };
+static const ukr_desc ukr_generic = { ukr_generic_4x8, NULL, NULL, NULL, NULL, NULL, 4, 8, 128, 256, 4096, 0, { NULL } };
 #if defined(RK_X86)
-static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, NULL, NULL, NULL, NULL, 6, 16, 144, 256, 4096, 0 };
+static const ukr_desc ukr_avx2 = { ukr_avx2_6x16, NULL, NULL, NULL, NULL, NULL, 6, 16, 144, 256, 4096, 0, { NULL } };
 #endif
 #if defined(RK_X86_AVX512)
 static const ukr_desc ukr_avx512 = { ukr_avx512_14x32, pack_t_avx512, pack_a_conv_avx512,
                                      ukr_avx512_14x32_direct, ukr_avx512_14x16, ukr_avx512_14x16_direct,
-                                     14, 32, 336, 256, 4096, 1 };
+                                     14, 32, 336, 256, 4096, 1,
+                                     { NULL, ukr_avx512_1x32, ukr_avx512_2x32, ukr_avx512_3x32, ukr_avx512_4x32,
+                                       ukr_avx512_5x32, ukr_avx512_6x32, ukr_avx512_7x32 } };
 #endif
 
 /* ------------------------------------------------------------------------- */

@@ -541,7 +541,11 @@ typedef struct ukr_desc {
     int mr, nr;
     int64_t mc, kc, nc; /* A block mc x kc; work unit mc x nc */
     int tail;           /* fn and direct apply a ukr_tail (else they are passed NULL) */
+    /* part[r]: fn for the first r rows of a tile only (r < RK_PART_ROWS; NULL: none), from the
+       same packed panels, the same bits; never given a tail */
+    ukr_fn part[8];
 } ukr_desc;
+#define RK_PART_ROWS 8
 
 /* ------------------------------------------------------------------------- */
 /* SGEMM driver                                                              */

@@ -56,6 +56,22 @@ def test_fully_connected_gemm_shapes(backend, n, k, m, transpose, with_bias):
     check_fc(y, x, w, bias, transpose)
 
 
+@pytest.mark.parametrize("rows", range(1, 14))
+@pytest.mark.parametrize("k", [40, 300])                # one K block; two (accumulated)
+def test_a_last_row_panel_of_few_rows_gives_the_bits_of_a_whole_panel(backend, rows, k):
+    """A last row panel of 1 to 13 rows is computed for its rows alone (AVX-512: at most 7 a
+    call): each row must be the same bits as where it is one of a whole panel's 14."""
+    rng = np.random.default_rng(rows * 7 + k)
+    n = 14 + rows                                      # a whole panel, then `rows`
+    x = rand(rng, 28, k)                               # two whole panels
+    w = rand(rng, 70, k)                               # two whole column panels and a half one
+    b = rand(rng, 70)
+    [y] = backend.execute("FullyConnected", [x[:n], w, b], {})
+    [whole] = backend.execute("FullyConnected", [x, w, b], {})
+    np.testing.assert_array_equal(y, whole[:n])
+    check_fc(y, x[:n], w, b, True)
+
+
 GUARDED = r"""
 import ctypes, mmap, sys
 import numpy as np
