@@ -56,29 +56,63 @@ static uint32_t residual_taken(const Program *p, uint32_t i, const uint32_t *fir
     return rk_conv_residual_in_place(&k->window, k->channels_out, k->packed != NULL) ? r : UINT32_MAX;
 }
 
+/* The slot whose bytes a Reshape step's output shares, or UINT32_MAX: the Reshape moves no
+   value, so its output is its input's bytes (both arena tensors). */
+static uint32_t reshape_of(const Program *p, uint32_t i)
+{
+    const Step *step = &p->steps[i];
+    if (step->record.kind != STEP_LAYER || step->record.layer_type != BACKEND_LAYER_RESHAPE ||
+        step->record.num_inputs != 1)
+        return UINT32_MAX;
+    const uint32_t in = step->inputs[0], out = step->record.output;
+    if (in >= p->num_slots || out >= p->num_slots || in == out || p->slots[in].kind != SLOT_ARENA ||
+        p->slots[out].kind != SLOT_ARENA || p->slots[in].bytes != p->slots[out].bytes)
+        return UINT32_MAX;
+    return in;
+}
+
 /* Greedy first-fit by lifetime: each arena slot, in the order its tensor is first written, goes
    to the lowest offset that overlaps no slot whose lifetime [first, last] (step indices) meets
-   its own; or, written over its residual (residual_taken), to that residual's offset, which no
-   other slot alive from that step on can overlap (they were all alive with the residual).
+   its own; or to the offset of the slot whose bytes it takes (`takes`, always a slot placed
+   before it), which no other slot alive from its first step on overlaps:
+   - a Reshape's output takes its input's bytes (a chain of Reshapes, the first input's),
+     whose lifetime is extended to the output's last read: the bytes live while any of their
+     names is read (each name's own lifetime already keeps other slots off them);
+   - a convolution's output takes the residual it alone still reads (residual_taken), which
+     dies at that step; not a residual that shares bytes with another slot.
    Returns the arena size, UINT64_MAX when out of memory. */
-uint64_t ref_plan_arena(Program *p, const uint32_t *first, const uint32_t *last)
+uint64_t ref_plan_arena(Program *p, const uint32_t *first, const uint32_t *last_in)
 {
     const uint32_t n = p->num_slots;
     Slot *slots = p->slots;
     uint64_t size = 0;
     uint32_t *placed = malloc((n ? n : 1) * sizeof *placed), count = 0;
     uint32_t *takes = malloc((n ? n : 1) * sizeof *takes);
-    if (placed == NULL || takes == NULL) {
+    uint32_t *last = malloc((n ? n : 1) * sizeof *last);
+    if (placed == NULL || takes == NULL || last == NULL) {
         free(placed);
         free(takes);
+        free(last);
         return UINT64_MAX;
     }
-    for (uint32_t s = 0; s < n; s++)
+    for (uint32_t s = 0; s < n; s++) {
         takes[s] = UINT32_MAX;
+        last[s] = last_in[s];
+    }
+    /* in step order, so a Reshape of a Reshape's output finds that output's bytes taken */
+    for (uint32_t i = 0; i < p->num_steps; i++) {
+        const uint32_t in = reshape_of(p, i);
+        if (in == UINT32_MAX)
+            continue;
+        const uint32_t root = takes[in] != UINT32_MAX ? takes[in] : in, out = p->steps[i].record.output;
+        takes[out] = root;
+        if (last[root] < last[out])
+            last[root] = last[out];
+    }
     for (uint32_t i = 0, piped = 0; i < p->num_steps; i++) {
         piped = p->steps[i].pipeline > 0 ? (uint32_t)p->steps[i].pipeline : piped > 0 ? piped - 1 : 0;
         const uint32_t r = residual_taken(p, i, first, last, piped > 0);
-        if (r != UINT32_MAX)
+        if (r != UINT32_MAX && takes[r] == UINT32_MAX)
             takes[p->steps[i].record.output] = r;
     }
     for (uint32_t step = 0;; step++) {
@@ -114,6 +148,7 @@ uint64_t ref_plan_arena(Program *p, const uint32_t *first, const uint32_t *last)
     }
     free(placed);
     free(takes);
+    free(last);
     return size;
 }
 

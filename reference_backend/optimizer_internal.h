@@ -230,9 +230,9 @@ void ref_program_destroy(BackendCompiledSubgraph *self);
 /* ---- optimizer.c ---------------------------------------------------------------------------- */
 
 /* Places the arena slots (offsets) from the lifetimes [first, last] of their tensors (step
-   indices), a convolution's output over the residual it alone still reads where its kernel
-   allows (rk_conv_residual_in_place); after ref_plan_pipelines. Returns the arena size,
-   UINT64_MAX when out of memory. */
+   indices): a Reshape's output in its input's bytes, a convolution's output over the residual
+   it alone still reads where its kernel allows (rk_conv_residual_in_place); after
+   ref_plan_pipelines. Returns the arena size, UINT64_MAX when out of memory. */
 uint64_t ref_plan_arena(Program *p, const uint32_t *first, const uint32_t *last);
 
 /* ---- optimizer_format.c --------------------------------------------------------------------- */

@@ -215,3 +215,41 @@ def test_a_loaded_compiled_network_writes_over_its_residual_as_the_compiled_one(
         loaded.export(tmp_path / "net.compiled")
     with runtime.load_compiled_network(tmp_path / "net.compiled") as again:
         np.testing.assert_array_equal(again.execute({"x": xa})["y"], got)
+
+
+# -- a Reshape's output is its input's bytes ------------------------------------------------------
+
+def test_a_residual_whose_reshapes_are_read_later_is_not_written_over(runtime):
+    # the convolution is r's last reader, but r's bytes live on as r3 (a Reshape of a Reshape
+    # of r), which the last Addition reads: the convolution's output must not take them
+    net = loader.Network()
+    x = net.add_input("x", (1, 14, 16, 64))
+    r = net.add_layer("Activation", [x], {"function": "relu"}, name="r")
+    r2 = net.add_layer("Reshape", [r], {"shape": [1, 16, 14, 64]}, name="r2")
+    r3 = net.add_layer("Reshape", [r2], {"shape": [1, 14, 16, 64]}, name="r3")
+    u = net.add_layer("Activation", [x], {"function": "tanh"}, name="u")
+    y = net.add_layer("Convolution2d", [u, net.add_constant("w", rand(64, 1, 1, 64) / F(8))], name="conv")
+    y = net.add_layer("Addition", [y, r], name="add")
+    y = net.add_layer("Activation", [y], {"function": "relu"}, name="relu")
+    net.add_output(net.add_layer("Addition", [y, r3], name="late"), "z")
+    assert run(runtime, net, {"x": rand(1, 14, 16, 64)}) == [
+        ("r",), ("r2",), ("r3",), ("u",), ("conv", "add", "relu"), ("late",)]
+
+
+def test_a_residual_whose_bytes_another_tensor_still_reads_is_not_written_over(runtime):
+    # the convolution's residual r2 is a Reshape of r, which the last Addition reads after it:
+    # the convolution's output must not take r2's (that is r's) bytes
+    net = loader.Network()
+    x = net.add_input("x", (1, 14, 16, 64))
+    r = net.add_layer("Activation", [x], {"function": "relu"}, name="r")
+    r2 = net.add_layer("Reshape", [r], {"shape": [1, 16, 14, 64]}, name="r2")
+    u = net.add_layer("Activation", [x], {"function": "tanh"}, name="u")
+    u2 = net.add_layer("Reshape", [u], {"shape": [1, 16, 14, 64]}, name="u2")
+    y = net.add_layer("Convolution2d", [u2, net.add_constant("w", rand(64, 1, 1, 64) / F(8))], name="conv")
+    y = net.add_layer("Addition", [y, r2], name="add")
+    y = net.add_layer("Activation", [y], {"function": "relu"}, name="relu")
+    z = net.add_layer("Addition", [net.add_layer("Reshape", [y], {"shape": [1, 14, 16, 64]}, name="y2"), r],
+                      name="late")
+    net.add_output(z, "z")
+    assert run(runtime, net, {"x": rand(1, 14, 16, 64)}) == [
+        ("r",), ("r2",), ("u",), ("u2",), ("conv", "add", "relu"), ("y2",), ("late",)]
