@@ -31,6 +31,34 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
  * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
  * Returns -1 when this does not apply (then nothing was done).
  */
+typedef struct pad_copy {
+    const float *x;
+    float *xp;
+    const rk_conv_params *p;
+    int64_t hp, wp;
+} pad_copy;
+
+/* Rows [first, last) of the padded copy (over n * hp rows): the image's row with its left and
+   right borders zeroed, or a zero row above or below the image. Every float is written once. */
+static void pad_copy_rows(void *ctx, int64_t first, int64_t last)
+{
+    const pad_copy *t = (const pad_copy *)ctx;
+    const rk_conv_params *p = t->p;
+    const size_t c = (size_t)p->c, row = (size_t)t->wp * c;
+    for (int64_t r = first; r < last; r++) {
+        float *dst = t->xp + (size_t)r * row;
+        const int64_t b = r / t->hp, iy = r % t->hp - p->pad_top;
+        if (iy < 0 || iy >= p->h) {
+            memset(dst, 0, row * sizeof(float));
+            continue;
+        }
+        memset(dst, 0, (size_t)p->pad_left * c * sizeof(float));
+        memcpy(dst + (size_t)p->pad_left * c, t->x + (b * p->h + iy) * p->w * p->c,
+               (size_t)p->w * c * sizeof(float));
+        memset(dst + (size_t)(p->pad_left + p->w) * c, 0, (size_t)p->pad_right * c * sizeof(float));
+    }
+}
+
 static int conv_few_channels_padded(const float *x, const float *filt, const float *packed,
                                     const float *bias, float *y, const rk_conv_params *p, int64_t o,
                                     const rk_epilogue *epilogue, int threads)
@@ -44,12 +72,10 @@ static int conv_few_channels_padded(const float *x, const float *filt, const flo
     float *xp = (float *)alloc_aligned((size_t)padded * sizeof(float));
     if (xp == NULL)
         return 1;
-    memset(xp, 0, (size_t)padded * sizeof(float));
-    const size_t row = (size_t)(p->w * p->c) * sizeof(float);
-    for (int64_t b = 0; b < p->n; b++)
-        for (int64_t iy = 0; iy < p->h; iy++)
-            memcpy(xp + ((b * hp + iy + p->pad_top) * wp + p->pad_left) * p->c,
-                   x + (b * p->h + iy) * p->w * p->c, row);
+    /* on the convolution's threads (the step's decision), which read it next */
+    pad_copy copy = { x, xp, p, hp, wp };
+    const int nt = threads > 0 ? threads : rk_threads_for((double)padded, RK_COPY_MIN_PER_THREAD);
+    rk_parallel_for_threads(p->n * hp, 8, nt, pad_copy_rows, &copy);
     rk_conv_params q = *p;
     q.h = hp;
     q.w = wp;

@@ -198,7 +198,9 @@ FEW_CHANNELS = [((1, 30, 30, 3), (32, 3, 3, 3), {"stride": 2, "padding": 1}),
                 ((1, 28, 28, 7), (33, 5, 5, 7), {"padding": [2, 0, 1, 2]}),
                 ((1, 3, 3, 2), (16, 3, 3, 2), {"padding": 0}),
                 ((1, 2, 2, 3), (40, 3, 3, 3), {"padding": 1, "stride": 2}),
-                ((1, 16, 45, 4), (96, 3, 3, 4), {"padding": 1, "dilation": 2})]
+                ((1, 16, 45, 4), (96, 3, 3, 4), {"padding": 1, "dilation": 2}),
+                # two images, a padded copy large enough for two threads
+                ((2, 161, 150, 3), (16, 3, 3, 3), {"padding": [1, 2, 0, 1], "stride": 2})]
 
 
 @pytest.mark.parametrize("x_shape, w_shape, descriptor", FEW_CHANNELS)
