@@ -103,6 +103,14 @@ RK_AVX512 void act16_loop(const float *x, const float *residual, float *y, int64
     }
 }
 
+/* act16_loop in place over rows of a block (row strides ldc, and ldr in the residual). */
+RK_AVX512 void act16_rows(float *c, int64_t ldc, const float *residual, int64_t ldr, int64_t rows, int64_t n,
+                          int function, float a, float b)
+{
+    for (int64_t i = 0; i < rows; i++)
+        act16_loop(c + i * ldc, residual != NULL ? residual + i * ldr : NULL, c + i * ldc, n, function, a, b);
+}
+
 int rk_act16_covers(int function)
 {
     return function < 0 || function == RK_RELU || function == RK_BOUNDED_RELU || function == RK_CLIP ||
@@ -126,7 +134,30 @@ void rk_act16(const float *x, const float *residual, float *y, int64_t n, int fu
     }
 }
 
+__attribute__((target("avx512f")))
+void rk_act16_rows(float *c, int64_t ldc, const float *residual, int64_t ldr, int64_t rows, int64_t n,
+                   int function, float a, float b)
+{
+    switch (function) {
+    case RK_RELU: act16_rows(c, ldc, residual, ldr, rows, n, RK_RELU, a, b); break;
+    case RK_BOUNDED_RELU: act16_rows(c, ldc, residual, ldr, rows, n, RK_BOUNDED_RELU, a, b); break;
+    case RK_CLIP: act16_rows(c, ldc, residual, ldr, rows, n, RK_CLIP, a, b); break;
+    case RK_LEAKY_RELU: act16_rows(c, ldc, residual, ldr, rows, n, RK_LEAKY_RELU, a, b); break;
+    case RK_HARD_SIGMOID: act16_rows(c, ldc, residual, ldr, rows, n, RK_HARD_SIGMOID, a, b); break;
+    case RK_HARD_SWISH: act16_rows(c, ldc, residual, ldr, rows, n, RK_HARD_SWISH, a, b); break;
+    case RK_SIGMOID: act16_rows(c, ldc, residual, ldr, rows, n, RK_SIGMOID, a, b); break;
+    case RK_SWISH: act16_rows(c, ldc, residual, ldr, rows, n, RK_SWISH, a, b); break;
+    default: act16_rows(c, ldc, residual, ldr, rows, n, -1, a, b); break;
+    }
+}
+
 #else
+
+void rk_act16_rows(float *c, int64_t ldc, const float *residual, int64_t ldr, int64_t rows, int64_t n,
+                   int function, float a, float b)
+{
+    (void)c, (void)ldc, (void)residual, (void)ldr, (void)rows, (void)n, (void)function, (void)a, (void)b;
+}
 
 int rk_act16_covers(int function)
 {

@@ -240,9 +240,8 @@ void rk_apply_epilogue(const rk_epilogue *e, float *c, int64_t ldc, int64_t row0
         rows = 1;
     }
     if (rk_use_avx512() && rk_act16_covers(e->function)) {
-        for (int64_t i = 0; i < rows; i++)
-            rk_act16(c + i * ldc, e->residual ? e->residual + (row0 + i) * e->ldr + col0 : NULL,
-                     c + i * ldc, cols, e->function, e->a, e->b);
+        rk_act16_rows(c, ldc, e->residual ? e->residual + row0 * e->ldr + col0 : NULL, e->ldr, rows, cols,
+                      e->function, e->a, e->b);
         return;
     }
     for (int64_t i = 0; i < rows; i++) {

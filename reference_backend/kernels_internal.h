@@ -479,6 +479,10 @@ int rk_act16_covers(int function);
 /* rk_activation on the calling thread alone. */
 void rk_activation_serial(const float *x, float *y, int64_t count, int function, float a, float b);
 void rk_act16(const float *x, const float *residual, float *y, int64_t n, int function, float a, float b);
+/* rk_act16 in place over `rows` rows of n floats (row strides ldc; ldr in the residual, which
+   may be NULL), the function chosen once for the block (a GEMM tile's 14 short rows). */
+void rk_act16_rows(float *c, int64_t ldc, const float *residual, int64_t ldr, int64_t rows, int64_t n,
+                   int function, float a, float b);
 
 /* The largest tile of any micro-kernel (the driver's edge-tile buffer). */
 #define RK_MAX_MR 14
