@@ -130,7 +130,8 @@ class ConvParams(ctypes.Structure):
 def portable_kernels(tmp_path_factory):
     """The grouped convolution built with the test hook that takes away its AVX-512 kernel."""
     sources = [os.path.join(KERNELS, name) for name in (
-        "convolution_grouped.c", "convolution.c", "winograd.c", "gemm.c", "gemm_pack.c", "gemm_kernels.c",
+        "convolution_grouped.c", "convolution.c", "convolution_depthwise.c", "winograd.c", "gemm.c",
+        "gemm_pack.c", "gemm_kernels.c",
         "threading.c", "elementwise.c", "activation.c", "activation_avx512.c", "fully_connected.c")]
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
