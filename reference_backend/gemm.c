@@ -1,9 +1,9 @@
 /*
  * Packed, cache-blocked SGEMM: C = A * B [+ bias per column], then an optional epilogue, on the
  * micro-kernel chosen for this CPU (gemm_kernels.c): blocking and the sharing of the work
- * among threads; the operands are packed by gemm_pack.c. Fully connected and conv2d are both expressed as this GEMM; conv2d packs
- * its im2col operand directly from the NHWC input, block by block, so no full im2col matrix is
- * ever materialized.
+ * among threads; the operands are packed by gemm_pack.c. Fully connected and conv2d are both
+ * expressed as this GEMM; conv2d packs its im2col operand directly from the NHWC input, block
+ * by block, so no full im2col matrix is ever materialized.
  */
 #include "kernels_internal.h"
 
