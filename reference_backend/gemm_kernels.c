@@ -114,6 +114,23 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
         _mm512_storeu_ps(c + (i) * ldc, _mm512_min_ps(hi, _mm512_max_ps(lo, r0)));          \
         _mm512_storeu_ps(c + (i) * ldc + 16, _mm512_min_ps(hi, _mm512_max_ps(lo, r1)));     \
     }
+/* Asks for the lines the final store reads or writes, so that they arrive during the k loop
+   (they are often in L2 or beyond) instead of stalling the store: the C tile, which later K
+   blocks add to and the first one writes whole (a store to a line that is not in the cache
+   waits for it), and a residual kept apart from C. On ResNet-50's 1 x 1 convolutions with a
+   cold output, 7-10% less time (C loop, caches flushed before each call). A first K block of
+   few steps does not ask: its loop is too short to hide much, and its C is usually a band
+   of a pipeline, already in L1, where the 28 requests cost MobileNetV2's expansions 2-6%. */
+#define RK_PREFETCH_TILE16(ksteps)                                                                    \
+    if (accumulate || (ksteps) >= 64)                                                                 \
+        for (int i = 0; i < 14; i++) {                                                                \
+            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);                                   \
+            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);                              \
+            if (!accumulate && tail != NULL && tail->residual != NULL && tail->residual != c) {       \
+                _mm_prefetch((const char *)(tail->residual + i * tail->ldr), _MM_HINT_T0);            \
+                _mm_prefetch((const char *)(tail->residual + i * tail->ldr + 16), _MM_HINT_T0);       \
+            }                                                                                         \
+        }
 #define RK_STORE_TILE16                                                            \
     if (tail != NULL) {                                                            \
         const __m512 v0 = bias ? _mm512_loadu_ps(bias) : _mm512_setzero_ps();      \
@@ -146,13 +163,7 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
         c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);   \
     }
     RK_ROWS14(RK_DECL16)
-    /* The C tile is read only at the end: ask for it now, so its 28 lines (often in L2 or
-       beyond) arrive during the loop instead of stalling the final additions. */
-    if (accumulate)
-        for (int i = 0; i < 14; i++) {
-            _mm_prefetch((const char *)(c + i * ldc), _MM_HINT_T0);
-            _mm_prefetch((const char *)(c + i * ldc + 16), _MM_HINT_T0);
-        }
+    RK_PREFETCH_TILE16(kc)
     for (int64_t k = 0; k < kc; k++) {
         /* The B micro-panel (32 KiB at kc = 256) shares L1 with the A panel and C: lines of
            it get evicted between uses. Fetching 16 steps (2 KiB) ahead, with the C
@@ -279,6 +290,10 @@ static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len,
         c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);         \
     }
     RK_ROWS14(RK_DECL16)
+    int64_t ksteps = 0;
+    for (int s = 0; s < nseg; s++)
+        ksteps += len[s];
+    RK_PREFETCH_TILE16(ksteps)
     for (int s = 0; s < nseg; s++) {
         const float *a = seg[s];
         for (int64_t k = 0; k < len[s]; k++) {
@@ -296,6 +311,7 @@ static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len,
 #undef RK_BIAS16
 #undef RK_TAIL16
 #undef RK_STORE_TILE16
+#undef RK_PREFETCH_TILE16
 }
 #endif
 
