@@ -290,10 +290,9 @@ static void ukr_avx512_14x32_direct(const float *const *seg, const int64_t *len,
         c1_##i = _mm512_fmadd_ps(ai, b1, c1_##i);         \
     }
     RK_ROWS14(RK_DECL16)
-    int64_t ksteps = 0;
-    for (int s = 0; s < nseg; s++)
-        ksteps += len[s];
-    RK_PREFETCH_TILE16(ksteps)
+    /* mostly a first layer over an image's few channels (K 27 for a 3 x 3 one), whose output is
+       large and cold: asked for however few the steps */
+    RK_PREFETCH_TILE16(64)
     for (int s = 0; s < nseg; s++) {
         const float *a = seg[s];
         for (int64_t k = 0; k < len[s]; k++) {
