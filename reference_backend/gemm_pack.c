@@ -213,15 +213,32 @@ int rk_conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, int64
     const int64_t iy0 = oy * p->stride_h - p->pad_top, ix0 = ox * p->stride_w - p->pad_left;
     const int64_t span = (mr - 1) * p->stride_w;
     const float *img = x + bi * p->h * p->w * C;
-    int64_t tap = k0 / C, ci = k0 - tap * C, k = 0;
+    /* where k0 falls: tap (ky, kx), channel ci; then the taps are walked without dividing */
+    const int64_t tap0 = k0 / C;
+    int64_t ci = k0 - tap0 * C, ky = tap0 / p->kw, kx = tap0 - ky * p->kw, k = 0;
+    /* a whole window row is one run when its taps continue each other in memory */
+    const int64_t row_run = p->dil_w == 1 ? p->kw * C : 0;
+    const int row_fits = ix0 >= 0 && ix0 + (p->kw - 1) * p->dil_w + span < p->w;
     int n = 0;
     while (k < kc) {
-        const int64_t ky = tap / p->kw, kx = tap - ky * p->kw;
         const int64_t iy = iy0 + ky * p->dil_h, ix = ix0 + kx * p->dil_w;
-        if (iy < 0 || iy >= p->h || ix < 0 || ix + span >= p->w)
+        if (iy < 0 || iy >= p->h)
             return -1;
         const float *at = img + (iy * p->w + ix) * C + ci;
-        const int64_t run = min_i64(C - ci, kc - k);
+        int64_t run;
+        if (kx == 0 && ci == 0 && row_run > 0 && row_fits && kc - k >= row_run) {
+            run = row_run; /* the whole row, its bounds checked once above */
+            ky++;
+        } else {
+            if (ix < 0 || ix + span >= p->w)
+                return -1;
+            run = min_i64(C - ci, kc - k);
+            ci = 0;
+            if (++kx == p->kw) {
+                kx = 0;
+                ky++;
+            }
+        }
         if (n > 0 && seg[n - 1] + len[n - 1] == at) {
             len[n - 1] += run;          /* the next tap along the row continues the last run */
         } else {
@@ -231,8 +248,6 @@ int rk_conv_direct_segments(const rk_conv_params *p, int mr, int64_t row0, int64
             len[n++] = run;
         }
         k += run;
-        ci = 0;
-        tap++;
     }
     return n;
 }
