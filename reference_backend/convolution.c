@@ -27,13 +27,15 @@ int rk_conv2d(const float *x, const float *filt, const float *bias, float *y, co
  * the input directly wherever a panel's windows lie inside the image, and the packer that
  * covers the border moves a few floats per tap, which made the border cost as much as the
  * rest. A zero-padded copy of the input (small: few channels) puts every window inside it.
- * Returns -1 when this does not apply (then nothing was done).
+ * The copy can also be made from the image's planes (x [n, c, h, w], as a network is given
+ * it): then no channels-last copy of the input is ever written (rk_conv2d_channels_first).
  */
 typedef struct pad_copy {
     const float *x;
     float *xp;
     const rk_conv_params *p;
     int64_t hp, wp;
+    int planar;     /* x is [n, c, h, w] */
 } pad_copy;
 
 /* Rows [first, last) of the padded copy (over n * hp rows): the image's row with its left and
@@ -51,27 +53,38 @@ static void pad_copy_rows(void *ctx, int64_t first, int64_t last)
             continue;
         }
         memset(dst, 0, (size_t)p->pad_left * c * sizeof(float));
-        memcpy(dst + (size_t)p->pad_left * c, t->x + (b * p->h + iy) * p->w * p->c,
-               (size_t)p->w * c * sizeof(float));
+        if (t->planar)
+            rk_interleave_planes(t->x + (b * p->c * p->h + iy) * p->w, p->h * p->w, p->c,
+                                 dst + (size_t)p->pad_left * c, p->w);
+        else
+            memcpy(dst + (size_t)p->pad_left * c, t->x + (b * p->h + iy) * p->w * p->c,
+                   (size_t)p->w * c * sizeof(float));
         memset(dst + (size_t)(p->pad_left + p->w) * c, 0, (size_t)p->pad_right * c * sizeof(float));
     }
 }
 
-static int conv_few_channels_padded(const float *x, const float *filt, const float *packed,
+/* Whether the padded copy applies: few channels, some padding, and a copy at most four times
+   the input (plus 64 K floats). */
+static int few_channels_padded(const rk_conv_params *p)
+{
+    const int64_t hp = p->h + p->pad_top + p->pad_bottom, wp = p->w + p->pad_left + p->pad_right;
+    return p->c < 8 && (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) != 0 &&
+           p->n * hp * wp * p->c <= 4 * p->n * p->h * p->w * p->c + 65536;
+}
+
+static int conv_few_channels_padded(const float *x, int planar, const float *filt, const float *packed,
                                     const float *bias, float *y, const rk_conv_params *p, int64_t o,
                                     const rk_epilogue *epilogue, int threads)
 {
-    if (p->c >= 8 || (p->pad_top | p->pad_bottom | p->pad_left | p->pad_right) == 0)
+    if (!few_channels_padded(p))
         return -1;
     const int64_t hp = p->h + p->pad_top + p->pad_bottom, wp = p->w + p->pad_left + p->pad_right;
     const int64_t padded = p->n * hp * wp * p->c;
-    if (padded > 4 * p->n * p->h * p->w * p->c + 65536)
-        return -1;
     float *xp = (float *)alloc_aligned((size_t)padded * sizeof(float));
     if (xp == NULL)
         return 1;
     /* on the convolution's threads (the step's decision), which read it next */
-    pad_copy copy = { x, xp, p, hp, wp };
+    pad_copy copy = { x, xp, p, hp, wp, planar };
     const int nt = threads > 0 ? threads : rk_threads_for((double)padded, RK_COPY_MIN_PER_THREAD);
     rk_parallel_for_threads(p->n * hp, 8, nt, pad_copy_rows, &copy);
     rk_conv_params q = *p;
@@ -205,10 +218,25 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
     const int tile = packed != NULL ? rk_winograd_tile(p, o) : 0;
     if (tile != 0)
         return rk_winograd_conv(x, packed, bias, y, p, o, tile, epilogue, threads);
-    const int few = conv_few_channels_padded(x, filt, packed, bias, y, p, o, epilogue, threads);
+    const int few = conv_few_channels_padded(x, 0, filt, packed, bias, y, p, o, epilogue, threads);
     if (few >= 0)
         return few;
     return conv_gemm(x, NULL, 0, filt, packed, bias, y, p, o, epilogue, threads);
+}
+
+int rk_conv_reads_channels_first(const rk_conv_params *p, int64_t o, int packed)
+{
+    /* the routes of rk_conv2d_packed before the padded copy */
+    return !rk_conv_streams_weights(p) && !(packed && rk_winograd_tile(p, o) != 0) && few_channels_padded(p);
+}
+
+int rk_conv2d_channels_first(const float *x, const float *filt, const float *packed, const float *bias,
+                             float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
+                             int threads)
+{
+    if (!rk_conv_reads_channels_first(p, o, packed != NULL))
+        return -1;
+    return conv_few_channels_padded(x, 1, filt, packed, bias, y, p, o, epilogue, threads);
 }
 
 int rk_conv_residual_in_place(const rk_conv_params *p, int64_t o, int packed)

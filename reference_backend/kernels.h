@@ -253,6 +253,16 @@ int rk_conv2d_packed(const float *x, const float *filt, const float *packed, con
 int rk_fully_connected_packed(const float *x, const float *w, const float *packed,
                               const float *bias, float *y, int64_t n, int64_t k, int64_t m,
                               int transpose_weights, const rk_epilogue *epilogue, int threads);
+/* rk_conv2d_packed of an input given channels first, x [n, c, h, w] (an image as a network is
+   given it; p describes the channels-last input [n, h, w, c] it stands for): where the
+   convolution takes the zero-padded copy of few channels (rk_conv_reads_channels_first: an
+   image's first layer with padding), that copy is made from the planes, so no channels-last
+   copy of the input is written and read again. The same bits as rk_conv2d_packed of the
+   channels-last input. -1 where it does not apply (nothing done), else as rk_conv2d_packed. */
+int rk_conv_reads_channels_first(const rk_conv_params *p, int64_t o, int packed);
+int rk_conv2d_channels_first(const float *x, const float *filt, const float *packed, const float *bias,
+                             float *y, const rk_conv_params *p, int64_t o, const rk_epilogue *epilogue,
+                             int threads);
 /* 1 when rk_conv2d_packed (and rk_conv2d_scaled) with these parameters, packed weights or not
    (`packed`), may write y over its own residual (epilogue->residual == y, ldr == o): it takes
    the GEMM with a single K block, whose epilogue reads each residual value before the same

@@ -613,6 +613,10 @@ int64_t rk_gemm_packed_b_kc(const ukr_desc *u, int64_t k);
 void rk_gemm_pack_a(const gemm_op *op, int64_t i0, int64_t mc, int64_t k0, int64_t kc, float *dst);
 void rk_gemm_pack_b_block(const gemm_op *op, int64_t j0, int64_t nc, int64_t k0, int64_t kc, float *dst);
 
+/* y[j * c + k] = x[k * plane + j] for j < n, k < c: n pixels of c planes (plane floats apart)
+   as interleaved channels (NCHW rows to NHWC). */
+void rk_interleave_planes(const float *x, int64_t plane, int64_t c, float *y, int64_t n);
+
 /*
  * Where a convolution's kernel can read A straight from the NHWC input (ukr_desc.direct): the
  * mr output pixels of a panel lie in one output row and every tap of the K block falls inside

@@ -327,6 +327,7 @@ static BackendStatus compile_group(const BackendSubgraph *g, const ReaderTable *
         if (last[r->output] < s)
             last[r->output] = s;
     }
+    ref_plan_relayouts(p, last);
     ref_plan_pipelines(p, last);
     p->arena_bytes = ref_plan_arena(p, first, last);
     if (p->arena_bytes == UINT64_MAX)

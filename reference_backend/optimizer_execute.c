@@ -257,6 +257,40 @@ static BackendStatus pipeline_execute(Program *p, uint32_t i, const BackendBuffe
     return BACKEND_STATUS_OK;
 }
 
+/* Step i (a Transpose that ref_plan_relayouts marked) and the convolution after it, over the
+   per-call buffers b: the convolution's operands bound and checked as its own execute would,
+   its input the Transpose's input, the image's planes (the same bytes). */
+static BackendStatus relayout_execute(Program *p, uint32_t i, const BackendBuffer *b, char *message,
+                                      size_t message_size)
+{
+    const Step *planes = &p->steps[i], *step = &p->steps[i + 1];
+    const FusedKernel *k = (const FusedKernel *)step->fused;
+    BackendBuffer in[MAX_FUSED_INPUTS];
+    const float *o[OPERAND_COUNT];
+    for (uint32_t j = 0; j < step->record.num_inputs; j++)
+        in[j] = b[step->inputs[j]];
+    in[k->operands[OPERAND_X].input] = b[planes->inputs[0]];
+    BackendStatus status = bind_operands(k, in, step->record.num_inputs, &b[step->record.output], 1, o,
+                                         message, message_size);
+    if (status != BACKEND_STATUS_OK)
+        return status;
+    rk_epilogue epilogue = k->epilogue;
+    epilogue.residual = k->has_residual ? o[OPERAND_RESIDUAL] : NULL;
+    RefProfiling *profiling = p->profiling != NULL && p->profiling->enabled ? p->profiling : NULL;
+    const int64_t start = profiling != NULL ? ref_now_ns() : 0;
+    const int failed = rk_conv2d_channels_first(o[OPERAND_X], o[OPERAND_W], k->packed,
+                                                k->has_bias ? o[OPERAND_BIAS] : NULL,
+                                                b[step->record.output].data, &k->window, k->channels_out,
+                                                &epilogue, k->threads);
+    if (failed != 0)    /* (-1, not taken, cannot happen: ref_plan_relayouts asked the same) */
+        return ref_fail(message, message_size, BACKEND_STATUS_OUT_OF_MEMORY,
+                        "out of memory for the fused kernel's scratch space");
+    if (profiling != NULL)
+        ref_record_event(profiling, planes->relayout_name, planes->relayout_layers, planes->relayout_num_layers,
+                         start, ref_now_ns(), fused_macs(k));
+    return BACKEND_STATUS_OK;
+}
+
 static BackendStatus program_execute(BackendCompiledSubgraph *self, const BackendBuffer *inputs,
                                      uint32_t num_inputs, const BackendBuffer *outputs,
                                      uint32_t num_outputs, char *message, size_t message_size)
@@ -301,6 +335,11 @@ static BackendStatus program_execute(BackendCompiledSubgraph *self, const Backen
         if (step->pipeline) {
             status = pipeline_execute(p, i, b, message, message_size);
             i += (uint32_t)step->pipeline - 1;  /* the steps after it ran in the pipeline */
+            continue;
+        }
+        if (step->relayout) {
+            status = relayout_execute(p, i, b, message, message_size);
+            i++;                                /* the convolution ran with it */
             continue;
         }
         for (uint32_t j = 0; j < step->record.num_inputs; j++)
@@ -434,6 +473,68 @@ void ref_plan_pipelines(Program *p, uint32_t *last)
             snprintf(first->pipeline_name + used, sizeof first->pipeline_name - used, " (%d threads)",
                      first->pipeline_threads);
         i += (uint32_t)n - 1;           /* a step is in one pipeline at most */
+    }
+    free(readers);
+}
+
+/* Whether step i is a Transpose of 4-d float planes [n, c, h, w] to [n, h, w, c] whose output
+   only step i + 1 reads, once, as the X operand (no other) of a convolution that takes the
+   padded copy of few channels (rk_conv_reads_channels_first: neither pointwise nor depthwise,
+   so never in a pipeline). */
+static int relayout_at(const Program *p, const uint32_t *readers, uint32_t i)
+{
+    const Step *t = &p->steps[i];
+    const FusedKernel *k = fused_at(p, i + 1);
+    if (t->record.kind != STEP_LAYER || t->record.layer_type != BACKEND_LAYER_TRANSPOSE ||
+        t->record.num_inputs != 1 || t->input_infos == NULL || k == NULL ||
+        k->layer_type != BACKEND_LAYER_CONVOLUTION2D || k->groups != 1 || k->has_scale)
+        return 0;
+    const BackendTensorInfo *x = &t->input_infos[0];
+    const uint32_t *perm = t->record.descriptor.transpose.perm;
+    /* (perm is a permutation, checked when the layer was made: the last axis is 1) */
+    if (x->data_type != BACKEND_DATA_TYPE_FLOAT32 || x->num_dimensions != 4 || perm[0] != 0 || perm[1] != 2 ||
+        perm[2] != 3)
+        return 0;
+    const rk_conv_params *w = &k->window;
+    if (x->dimensions[0] != w->n || x->dimensions[1] != w->c || x->dimensions[2] != w->h ||
+        x->dimensions[3] != w->w || !rk_conv_reads_channels_first(w, k->channels_out, k->packed != NULL))
+        return 0;
+    const uint32_t slot = t->record.output, source = t->inputs[0];
+    const int xi = k->operands[OPERAND_X].input;
+    if (slot >= p->num_slots || source >= p->num_slots || p->slots[slot].kind != SLOT_ARENA ||
+        readers[slot] != 1 || xi < 0 || (uint32_t)xi >= p->steps[i + 1].record.num_inputs ||
+        p->steps[i + 1].inputs[xi] != slot || p->slots[source].bytes != p->slots[slot].bytes)
+        return 0;
+    for (int o = 0; o < OPERAND_COUNT; o++)
+        if (o != OPERAND_X && k->operands[o].input == xi)
+            return 0;
+    return 1;
+}
+
+void ref_plan_relayouts(Program *p, uint32_t *last)
+{
+    uint32_t *readers = calloc(p->num_slots ? p->num_slots : 1, sizeof *readers);
+    if (readers == NULL)
+        return;                         /* out of memory: the steps run apart */
+    for (uint32_t j = 0; j < p->num_steps; j++)
+        for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
+            if (p->steps[j].inputs[k] < p->num_slots)
+                readers[p->steps[j].inputs[k]]++;
+    for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
+        Step *t = &p->steps[i];
+        t->relayout = relayout_at(p, readers, i);
+        if (!t->relayout)
+            continue;
+        const FusedKernel *k = fused_at(p, i + 1);
+        snprintf(t->relayout_name, sizeof t->relayout_name, "Transpose + %s", k->event_name);
+        t->relayout_layers[0] = t->record.layer_id;
+        t->relayout_num_layers = 1;
+        for (uint32_t j = 0; j < k->num_layer_ids && j < MAX_FUSED_LAYERS; j++)
+            t->relayout_layers[t->relayout_num_layers++] = k->layer_ids[j];
+        /* the convolution reads the planes: they stay alive until it has run */
+        if (last[t->inputs[0]] < i + 1)
+            last[t->inputs[0]] = i + 1;
+        i++;                            /* the convolution is no Transpose */
     }
     free(readers);
 }

@@ -489,6 +489,7 @@ static BackendStatus load_program(const void *data, uint64_t size, BackendCompil
     for (uint32_t s = 0; s < p->num_slots; s++)
         if (p->slots[s].kind == SLOT_CONSTANT)
             p->constants[s] = (const char *)p->owned + p->slots[s].offset;
+    ref_plan_relayouts(p, last);
     ref_plan_pipelines(p, last);
     p->arena_bytes = ref_plan_arena(p, first, last);
     if (p->arena_bytes == UINT64_MAX || ref_program_finish(p, detail, sizeof detail) != BACKEND_STATUS_OK)

@@ -151,6 +151,14 @@ typedef struct Step {
     char pipeline_name[128];
     uint64_t pipeline_layers[MAX_EVENT_LAYERS];
     uint32_t pipeline_num_layers;
+    /* never serialized, decided by ref_plan_relayouts in each process: this step, a Transpose
+       of an image's planes to channels last, is not run; the convolution after it, the only
+       reader of its output, makes its padded copy from the planes (rk_conv2d_channels_first).
+       Both are profiled as one event of their layers. */
+    int relayout;
+    char relayout_name[96];
+    uint64_t relayout_layers[MAX_EVENT_LAYERS];
+    uint32_t relayout_num_layers;
 } Step;
 
 typedef struct Program {
@@ -219,6 +227,11 @@ void ref_fused_plan(FusedKernel *k);
    lifetimes `last` of their inputs to the pipeline's last step (its output must not be placed
    over them); before the arena is planned. */
 void ref_plan_pipelines(Program *p, uint32_t *last);
+
+/* Marks the Transposes of an image's planes whose convolution reads the planes itself (see
+   Step.relayout) and extends the lifetime `last` of each one's input to that convolution;
+   before the arena is planned. */
+void ref_plan_relayouts(Program *p, uint32_t *last);
 
 /* Allocates a program's per-call buffers and arena (arena_bytes, planned; then the pipelines'
    band buffers) and sets its header and methods. */

@@ -202,18 +202,21 @@ static void copy_interleaved(void *ctx, int64_t first, int64_t last)
         const int64_t n = min_i64(INTERLEAVE_CHUNK, nq - j0);
         int64_t in, out;
         row_offsets(p, row, q, &in, &out);
-        const float *src = c->x + in + j0;
-        float *dst = c->y + out + j0 * e;
-#if defined(RK_X86_AVX512)
-        if (e == 3 && rk_use_avx512()) {
-            interleave3_avx512(src, s, dst, n);
-            continue;
-        }
-#endif
-        for (int64_t j = 0; j < n; j++)
-            for (int64_t k = 0; k < e; k++)
-                dst[j * e + k] = src[k * s + j];
+        rk_interleave_planes(c->x + in + j0, s, e, c->y + out + j0 * e, n);
     }
+}
+
+void rk_interleave_planes(const float *x, int64_t plane, int64_t c, float *y, int64_t n)
+{
+#if defined(RK_X86_AVX512)
+    if (c == 3 && rk_use_avx512()) {
+        interleave3_avx512(x, plane, y, n);
+        return;
+    }
+#endif
+    for (int64_t j = 0; j < n; j++)
+        for (int64_t k = 0; k < c; k++)
+            y[j * c + k] = x[k * plane + j];
 }
 
 /*

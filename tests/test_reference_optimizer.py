@@ -253,3 +253,82 @@ def test_a_residual_whose_bytes_another_tensor_still_reads_is_not_written_over(r
     net.add_output(z, "z")
     assert run(runtime, net, {"x": rand(1, 14, 16, 64)}) == [
         ("r",), ("r2",), ("u",), ("u2",), ("conv", "add", "relu"), ("y2",), ("late",)]
+
+
+# -- an image given channels first: the first convolution reads its planes ----------------------
+# A Transpose of [n, c, h, w] planes to channels last, read only by a convolution of few
+# channels with padding (an image's first layer, as the ONNX importer lays it out), is not run:
+# the convolution makes its zero-padded copy from the planes. One profiling event of both; the
+# same bits as when the channels-last tensor is also an output (then it is written and read).
+
+def planes_then_convolution(x_shape, channels_out, kernel, descriptor, before=None, perm=(0, 2, 3, 1)):
+    net = loader.Network()
+    x = net.add_input("x", x_shape)
+    if before is not None:                      # the planes an arena tensor, not the input
+        x = net.add_layer("Activation", [x], {"function": before}, name="before")
+    t = net.add_layer("Transpose", [x], {"perm": list(perm)}, name="t")
+    c = x_shape[perm[3]]
+    w = net.add_constant("w", rand(channels_out, kernel, kernel, c))
+    y = net.add_layer("Convolution2d", [t, w, net.add_constant("b", rand(channels_out))], descriptor,
+                      name="conv")
+    y = net.add_layer("Activation", [y], {"function": "relu"}, name="relu")
+    net.add_output(net.add_layer("Activation", [y], {"function": "tanh"}, name="after"), "y")
+    return net, t
+
+
+@pytest.mark.parametrize("x_shape, channels_out, kernel, descriptor", [
+    ((1, 3, 30, 29), 16, 3, {"padding": 1, "stride": 2}),      # 16-pixel runs and a tail
+    ((2, 3, 17, 40), 40, 7, {"padding": 3, "stride": 2}),      # two images
+    ((1, 1, 9, 12), 8, 3, {"padding": [1, 0, 2, 1]}),          # one plane, uneven padding
+    ((2, 5, 11, 6), 33, 5, {"padding": 2}),                    # five planes
+], ids=["rgb", "two-images", "one-plane", "five-planes"])
+def test_an_image_given_channels_first_is_read_by_its_convolution_as_planes(
+        runtime, x_shape, channels_out, kernel, descriptor):
+    net, t = planes_then_convolution(x_shape, channels_out, kernel, descriptor)
+    xa = rand(*x_shape)
+    assert run(runtime, net, {"x": xa}) == [("t", "conv", "relu"), ("after",)]
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        got = loaded.execute({"x": xa})["y"]
+    net.add_output(t, "t")                      # the channels-last tensor is written now
+    assert run(runtime, net, {"x": xa}) == [("t",), ("conv", "relu"), ("after",)]
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        np.testing.assert_array_equal(got, loaded.execute({"x": xa})["y"])
+
+
+def test_planes_that_an_earlier_layer_wrote_are_read_by_the_convolution(runtime):
+    net, _ = planes_then_convolution((1, 3, 40, 40), 64, 3, {"padding": 1}, before="tanh")
+    assert run(runtime, net, {"x": rand(1, 3, 40, 40)}) == [
+        ("before",), ("t", "conv", "relu"), ("after",)]
+
+
+def test_a_channels_last_image_another_layer_also_reads_is_written(runtime):
+    net, t = planes_then_convolution((1, 3, 12, 12), 8, 3, {"padding": 1})
+    net.add_output(net.add_layer("Activation", [t], {"function": "relu"}, name="other"), "other")
+    assert run(runtime, net, {"x": rand(1, 3, 12, 12)}) == [
+        ("t",), ("conv", "relu"), ("after",), ("other",)]
+
+
+# (a 3 x 3 x 3 image, so that only the permutation tells the others from the planes' relayout)
+@pytest.mark.parametrize("x_shape, channels_out, kernel, descriptor, perm", [
+    ((1, 3, 16, 16), 8, 3, {}, (0, 2, 3, 1)),                   # no padding: no padded copy
+    ((1, 12, 10, 10), 8, 3, {"padding": 1}, (0, 2, 3, 1)),      # 12 channels: no padded copy
+    ((3, 3, 3, 3), 8, 3, {"padding": 1}, (1, 2, 3, 0)),
+    ((3, 3, 3, 3), 8, 3, {"padding": 1}, (0, 1, 3, 2)),
+    ((3, 3, 3, 3), 8, 3, {"padding": 1}, (0, 2, 1, 3)),
+], ids=["unpadded", "many-channels", "1230", "0132", "0213"])
+def test_other_transposes_before_a_convolution_run_as_steps(runtime, x_shape, channels_out, kernel,
+                                                             descriptor, perm):
+    net, _ = planes_then_convolution(x_shape, channels_out, kernel, descriptor, perm=perm)
+    assert run(runtime, net, {"x": rand(*x_shape)}) == [("t",), ("conv", "relu"), ("after",)]
+
+
+def test_a_loaded_compiled_network_reads_the_planes_as_the_compiled_one(runtime, tmp_path):
+    net, _ = planes_then_convolution((1, 3, 23, 21), 24, 3, {"padding": 1, "stride": 2})
+    xa = rand(1, 3, 23, 21)
+    with runtime.load_network(net, backends=["CpuRef"]) as loaded:
+        got = loaded.execute({"x": xa})["y"]
+        loaded.export(tmp_path / "net.compiled")
+    with runtime.load_compiled_network(tmp_path / "net.compiled") as again:
+        np.testing.assert_array_equal(again.execute({"x": xa}, profile=True)["y"], got)
+        assert [e.layers for e in again.last_profile if e.source == "backend"] == [
+            ("t", "conv", "relu"), ("after",)]
