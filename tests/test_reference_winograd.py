@@ -166,7 +166,8 @@ def builds(tmp_path_factory):
     """The libraries of BUILDS, compiled side by side (each takes seconds): build -> path."""
     sources = [os.path.join(KERNELS, s) for s in
                ("convolution.c", "winograd.c", "gemm.c", "gemm_pack.c", "gemm_kernels.c", "threading.c",
-                "activation.c", "activation_avx512.c", "elementwise.c", "fully_connected.c")]
+                "activation.c", "activation_avx512.c", "elementwise.c", "fully_connected.c",
+                "tensor_copy.c")]
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
     directory = tmp_path_factory.mktemp("winograd")

@@ -132,7 +132,8 @@ def portable_kernels(tmp_path_factory):
     sources = [os.path.join(KERNELS, name) for name in (
         "convolution_grouped.c", "convolution.c", "convolution_depthwise.c", "winograd.c", "gemm.c",
         "gemm_pack.c", "gemm_kernels.c",
-        "threading.c", "elementwise.c", "activation.c", "activation_avx512.c", "fully_connected.c")]
+        "threading.c", "elementwise.c", "activation.c", "activation_avx512.c", "fully_connected.c",
+        "tensor_copy.c")]
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")
