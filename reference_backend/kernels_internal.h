@@ -424,6 +424,11 @@ int64_t rk_now_ns(void);
    persistent pool's workers (or on the caller, when no worker is free to take them). */
 void rk_run_tasks(void *(*fn)(void *), void *args, size_t stride, int n);
 
+/* Whether a network's execute holds the pool now (rk_pool_hold): its workers spin, and a layer
+   that runs as one of its steps reaches them in about a microsecond (then the RK_STEP_*
+   thresholds apply). A hint: another thread's execute counts too. */
+int rk_pool_held(void);
+
 /* Threads worth using for `work` units when each thread should get at least
    `min_per_thread` units. */
 int rk_threads_for(double work, double min_per_thread);

@@ -474,6 +474,11 @@ void rk_pool_release(void)
     atomic_fetch_sub(&g_pool.hold, 1);
 }
 
+int rk_pool_held(void)
+{
+    return atomic_load_explicit(&g_pool.hold, memory_order_relaxed) > 0;
+}
+
 /* Threads worth using for `work` units when each thread should get at least
    `min_per_thread` units. */
 int rk_threads_for(double work, double min_per_thread)

@@ -17,7 +17,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 SOURCES = ("activation.c", "activation_avx512.c", "elementwise.c", "threading.c", "gemm.c",
-           "gemm_pack.c", "gemm_kernels.c", "reduce.c")
+           "gemm_pack.c", "gemm_kernels.c", "reduce.c", "pooling.c")
 
 
 def has_avx512():
@@ -35,6 +35,12 @@ class ReducePlan(ctypes.Structure):
                 ("function", ctypes.c_int), ("count", ctypes.c_int64)]
 
 
+class ConvParams(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_int64) for name in
+                ("n", "h", "w", "c", "kh", "kw", "stride_h", "stride_w", "dil_h", "dil_w",
+                 "pad_top", "pad_bottom", "pad_left", "pad_right", "oh", "ow")]
+
+
 def build(tmp_path_factory, flag):
     sources = [os.path.join(KERNELS, s) for s in SOURCES]
     if CC is None or not all(os.path.exists(s) for s in sources):
@@ -49,6 +55,7 @@ def build(tmp_path_factory, flag):
     lib.rk_apply_epilogue.argtypes = [ctypes.POINTER(Epilogue), p, i64, i64, i64, i64, i64]
     lib.rk_apply_epilogue.restype = None
     lib.rk_reduce.argtypes = [p, p, ctypes.POINTER(ReducePlan)]
+    lib.rk_pool2d.argtypes = [p, p, ctypes.POINTER(ConvParams), ctypes.c_int, ctypes.c_int]
     return lib
 
 
@@ -254,3 +261,44 @@ def test_a_compiled_pointwise_convolution_of_few_pixels(x_shape):
         with runtime.load_network(net, backends=["CpuRef"]) as loaded:
             got = loaded.execute(inputs)["y"]
     np.testing.assert_allclose(got, evaluate_network(net, inputs)["y"], rtol=1e-5, atol=1e-5 * np.sqrt(c))
+
+
+# -- max and average pooling: 64 and 16 channels a vector, the rest 4 --------------------------
+
+# (x shape, kernel, stride, padding [top, bottom, left, right], dilation): ResNet's 3 x 3 max
+# pool of 64 channels; 64 + 16 + 4 + 1 channels (every width of vector and the scalar tail);
+# padding on some sides, dilation, a window clipped to one position
+POOLS = [((1, 20, 18, 64), (3, 3), (2, 2), (1, 1, 1, 1), (1, 1)),
+         ((2, 9, 11, 85), (3, 2), (1, 2), (1, 0, 0, 1), (1, 1)),
+         ((1, 12, 13, 32), (3, 3), (1, 1), (2, 2, 2, 2), (2, 2)),
+         ((1, 3, 3, 16), (3, 3), (3, 3), (2, 0, 0, 2), (1, 1))]
+
+
+@pytest.mark.parametrize("pool, code, include_pad", [("max", 0, 0), ("average", 1, 0), ("average", 1, 1)])
+@pytest.mark.parametrize("x_shape, kernel, stride, padding, dilation", POOLS)
+def test_pooling_matches_the_portable_code(kernels, x_shape, kernel, stride, padding, dilation, pool, code,
+                                           include_pad):
+    """16-lane max and average pooling give the portable code's bits, NaNs and signed zeros
+    included (max keeps the operand order of the 4-lane maximum), and the float64 reference's
+    values."""
+    from conformance.reference.spatial import pooling2d
+    clean = np.random.default_rng(sum(x_shape)).standard_normal(x_shape).astype(np.float32)
+    x = clean.copy()
+    x.flat[::37] = np.nan
+    x.flat[5::41] = -0.0
+    x.flat[7::43] = 0.0
+    n, h, w, c = x_shape
+    extent = [(kernel[a] - 1) * dilation[a] + 1 for a in range(2)]
+    oh = (h + padding[0] + padding[1] - extent[0]) // stride[0] + 1
+    ow = (w + padding[2] + padding[3] - extent[1]) // stride[1] + 1
+    params = ConvParams(n, h, w, c, *kernel, *stride, *dilation, *padding, oh, ow)
+
+    def pooled(lib, image):
+        y = np.full((n, oh, ow, c), 7.0, np.float32)
+        assert lib.rk_pool2d(image.ctypes.data, y.ctypes.data, ctypes.byref(params), code, include_pad) == 0
+        return y
+
+    wide, portable = kernels
+    same_bits(pooled(wide, x), pooled(portable, x))
+    want = pooling2d(clean, pool, kernel, stride, padding, False, bool(include_pad), dilation)
+    np.testing.assert_allclose(pooled(wide, clean), want, rtol=1e-6, atol=1e-6)
