@@ -427,17 +427,26 @@ static int pipeline_at(const Program *p, const uint32_t *readers, uint32_t i, in
     return *expands + *projects > 0 ? 1 + *expands + *projects : 0;
 }
 
-void ref_plan_pipelines(Program *p, uint32_t *last)
+/* The step inputs that read each slot, counted once for a whole plan (asking at each
+   candidate was quadratic); NULL when out of memory. free() it. */
+static uint32_t *slot_readers(const Program *p)
 {
-    /* the readers of every slot, counted once (asking at each candidate was quadratic); out of
-       memory: no pipelines, the steps run apart */
-    uint32_t *readers = rk_pipeline_available() ? calloc(p->num_slots ? p->num_slots : 1, sizeof *readers) : NULL;
+    uint32_t *readers = calloc(p->num_slots ? p->num_slots : 1, sizeof *readers);
     if (readers == NULL)
-        return;
+        return NULL;
     for (uint32_t j = 0; j < p->num_steps; j++)
         for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
             if (p->steps[j].inputs[k] < p->num_slots)
                 readers[p->steps[j].inputs[k]]++;
+    return readers;
+}
+
+void ref_plan_pipelines(Program *p, uint32_t *last)
+{
+    /* out of memory: no pipelines, the steps run apart */
+    uint32_t *readers = rk_pipeline_available() ? slot_readers(p) : NULL;
+    if (readers == NULL)
+        return;
     for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
         int expands, projects;
         const int n = pipeline_at(p, readers, i, &expands, &projects);
@@ -513,13 +522,9 @@ static int relayout_at(const Program *p, const uint32_t *readers, uint32_t i)
 
 void ref_plan_relayouts(Program *p, uint32_t *last)
 {
-    uint32_t *readers = calloc(p->num_slots ? p->num_slots : 1, sizeof *readers);
+    uint32_t *readers = slot_readers(p);
     if (readers == NULL)
         return;                         /* out of memory: the steps run apart */
-    for (uint32_t j = 0; j < p->num_steps; j++)
-        for (uint32_t k = 0; k < p->steps[j].record.num_inputs; k++)
-            if (p->steps[j].inputs[k] < p->num_slots)
-                readers[p->steps[j].inputs[k]]++;
     for (uint32_t i = 0; i + 1 < p->num_steps; i++) {
         Step *t = &p->steps[i];
         t->relayout = relayout_at(p, readers, i);
