@@ -332,3 +332,16 @@ def test_a_loaded_compiled_network_reads_the_planes_as_the_compiled_one(runtime,
         np.testing.assert_array_equal(again.execute({"x": xa}, profile=True)["y"], got)
         assert [e.layers for e in again.last_profile if e.source == "backend"] == [
             ("t", "conv", "relu"), ("after",)]
+
+
+def test_a_channels_last_image_that_is_also_the_residual_is_written(runtime):
+    # the convolution reads t twice, as its input and as the residual it adds: reading the
+    # planes for one of them would read the other in the wrong layout
+    net = loader.Network()
+    x = net.add_input("x", (1, 3, 10, 12))
+    t = net.add_layer("Transpose", [x], {"perm": [0, 2, 3, 1]}, name="t")
+    y = net.add_layer("Convolution2d", [t, net.add_constant("w", rand(3, 3, 3, 3))], {"padding": 1},
+                      name="conv")
+    y = net.add_layer("Addition", [y, t], name="add")
+    net.add_output(net.add_layer("Activation", [y], {"function": "tanh"}, name="after"), "y")
+    assert run(runtime, net, {"x": rand(1, 3, 10, 12)}) == [("t",), ("conv", "add", "after")]
