@@ -1,7 +1,9 @@
 """The reference backend's packed SGEMM (fully connected and convolution) on the shapes its
 blocking has to get right: partial micro-tiles in every dimension, several K blocks, K = 1,
 N = 1, operands that end right before an unmapped page, more threads than cores, and the
-portable kernels the -DRK_NO_AVX512 / -DRK_NO_X86_SIMD builds select."""
+portable kernels the -DRK_NO_AVX512 / -DRK_NO_X86_SIMD builds select, and the tile order a
+unit takes when its B block is too large for row panels outer (every unit here, in the
+-DRK_ROWS_OUTER_MAX_B=0 build)."""
 import ctypes
 import glob
 import os
@@ -154,9 +156,9 @@ def test_gemm_results_do_not_depend_on_the_thread_count(threads):
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr[-2000:]
 
 
-# -- the portable kernels, built with the test hooks -------------------------------------------
+# -- the portable kernels and the column-panels-outer tile order, built with the test hooks -----
 
-@pytest.fixture(scope="module", params=["-DRK_NO_AVX512", "-DRK_NO_X86_SIMD"])
+@pytest.fixture(scope="module", params=["-DRK_NO_AVX512", "-DRK_NO_X86_SIMD", "-DRK_ROWS_OUTER_MAX_B=0"])
 def portable_kernels(request, tmp_path_factory):
     sources = sorted(glob.glob(os.path.join(KERNELS, "*.c")))
     if CC is None or not sources:
