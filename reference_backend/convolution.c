@@ -144,12 +144,6 @@ float *rk_pack_conv_weights(const float *filt, const rk_conv_params *p, int64_t 
     return rk_pack_weights(filt, 1, depth, depth, o);
 }
 
-int rk_conv_is_pointwise(const rk_conv_params *p)
-{
-    return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
-           p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
-}
-
 int rk_conv_streams_weights(const rk_conv_params *p)
 {
     return rk_conv_is_pointwise(p) && p->c > 0 && !rk_fully_connected_uses_packed(p->n * p->h * p->w);
@@ -173,12 +167,12 @@ static int conv_gemm(const float *x, const float *scale, int64_t scale_stride, c
     op.a = x;
     if (rk_conv_is_pointwise(p)) {
         /* pointwise: the NHWC input already is the [pixels, c] matrix. Described as a 1x1
-           convolution over one row of n*h*w pixels, so that where one micro-panel of B covers
-           the output channels (a projection to few channels), the kernel reads the rows of
-           that matrix directly instead of packing each A panel for a single use (never
-           scaled rows: those are packed) */
+           convolution over one row of n*h*w pixels, so that where a few micro-panels of B
+           cover the output channels, the kernel reads the rows of that matrix directly
+           instead of packing A panels for a few uses (gemm_unit; never scaled rows: those
+           are packed) */
         op.lda = p->c;
-        if (scale == NULL && o <= op.u->nr && op.u->direct != NULL) {
+        if (scale == NULL && o <= RK_DIRECT_POINTWISE_PANELS * op.u->nr && op.u->direct != NULL) {
             row = *p;
             row.n = row.h = row.oh = 1;
             row.w = row.ow = op.m;

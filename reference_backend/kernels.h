@@ -222,7 +222,11 @@ float *rk_pack_weights(const float *b, int64_t rsb, int64_t csb, int64_t k, int6
 /* Whether rk_fully_connected_packed of n rows reads its packed weights (few rows stream w). */
 int rk_fully_connected_uses_packed(int64_t n);
 /* 1 for a 1 x 1, stride-1, unpadded convolution (its NHWC input is the [pixels, c] matrix). */
-int rk_conv_is_pointwise(const rk_conv_params *p);
+static inline int rk_conv_is_pointwise(const rk_conv_params *p)
+{
+    return p->kh == 1 && p->kw == 1 && p->stride_h == 1 && p->stride_w == 1 && p->pad_top == 0 &&
+           p->pad_left == 0 && p->oh == p->h && p->ow == p->w;
+}
 /* 1 for a pointwise convolution of so few pixels that it runs as the few-row fully connected
    layer (its [o, c] weights streamed once, never packed; see rk_conv2d_packed). */
 int rk_conv_streams_weights(const rk_conv_params *p);

@@ -630,6 +630,11 @@ void rk_interleave_planes(const float *x, int64_t plane, int64_t c, float *y, in
  * row when the dilation is 1), so a 7 x 7 window of 3 channels is 7 runs of 21 floats.
  */
 #define RK_DIRECT_MAX_SEGS 40
+/* A pointwise convolution's input is read directly (not packed) up to this many B micro-panels
+   of output channels (gemm_unit) */
+#ifndef RK_DIRECT_POINTWISE_PANELS
+#define RK_DIRECT_POINTWISE_PANELS 4
+#endif
 
 /* The K block [k0, k0 + kc)'s segments (at most RK_DIRECT_MAX_SEGS) for the panel of mr output
    pixels from row0, or -1 when a pixel is in another output row or a tap falls in the padding. */
