@@ -1,4 +1,5 @@
 """Helpers for building backend directories in tests."""
+import concurrent.futures
 import glob
 import os
 import shutil
@@ -72,6 +73,28 @@ slow = pytest.mark.skipif(not SLOW, reason="slow: set SLOW_TESTS=1 to run it (.c
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
+def compile_library(cc, flags, sources, out):
+    """Compiles ``sources`` with ``flags`` into the shared library ``out`` (linked with libm and
+    pthreads): one compiler per source, as many at a time as there are CPUs, then the link.
+    A step that fails fails the test with the compiler's output."""
+    objects = [f"{out}.{i}.o" for i in range(len(sources))]
+
+    def run(command):
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode != 0:
+            pytest.fail(f"{' '.join(command)}\n{result.stdout}{result.stderr}"[-4000:], pytrace=False)
+
+    with concurrent.futures.ThreadPoolExecutor(os.cpu_count() or 1) as pool:
+        steps = [pool.submit(run, [cc, *flags, "-fPIC", "-c", source, "-o", obj])
+                 for source, obj in zip(sources, objects)]
+        for step in steps:
+            step.result()
+    run([cc, *flags, "-shared", "-fPIC", *objects, "-o", out, "-lm", "-pthread"])
+    for obj in objects:
+        os.remove(obj)
+    return out
+
+
 def build_reference(directory, defines, optimize="-O2"):
     """The reference backend compiled from this checkout's sources into ``directory`` with the
     given -D flags (thresholds lowered for a test); skips without a C compiler or the sources."""
@@ -79,10 +102,9 @@ def build_reference(directory, defines, optimize="-O2"):
     sources = sorted(glob.glob(os.path.join(ROOT, "reference_backend", "*.c")))
     if cc is None or not sources:
         pytest.skip("needs a C compiler and the reference backend's sources")
-    subprocess.run([cc, "-std=c11", optimize, "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
-                    "-shared", "-fPIC", "-I", os.path.join(ROOT, "abi"), *defines, *sources,
-                    "-o", os.path.join(str(directory), "Reference_CpuRef_backend.so"), "-lm",
-                    "-pthread"], check=True, capture_output=True, text=True)
+    compile_library(cc, ["-std=c11", optimize, "-fwrapv", "-D_GNU_SOURCE", "-fvisibility=hidden",
+                         "-I", os.path.join(ROOT, "abi"), *defines], sources,
+                    os.path.join(str(directory), "Reference_CpuRef_backend.so"))
     return directory
 
 

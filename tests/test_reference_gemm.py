@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import loader
-from helpers import rand
+from helpers import compile_library, rand
 from conformance import reference as ref
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -167,9 +167,8 @@ def portable_kernels(request, tmp_path_factory):
                ("gemm.c", "gemm_pack.c", "gemm_kernels.c", "fully_connected.c", "threading.c",
                 "elementwise.c", "activation.c", "activation_avx512.c")]
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")
-    subprocess.run([CC, "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
-                    "-Werror", request.param, *sources, "-o", out, "-lm", "-lpthread"],
-                   check=True, capture_output=True, text=True)
+    compile_library(CC, ["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
+                         request.param], sources, out)
     lib = ctypes.CDLL(out)
     p = ctypes.c_void_p
     lib.rk_fully_connected.argtypes = [p, p, p, p, ctypes.c_int64, ctypes.c_int64,

@@ -5,12 +5,12 @@ a residual, every tail length), built once as the backend is and once with the t
 import ctypes
 import os
 import shutil
-import subprocess
 
 import numpy as np
 import pytest
 
 from conformance.reference.elementwise import activation as reference_activation
+from helpers import compile_library
 from loader.layers.elementwise import _ACTIVATIONS
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,9 +46,8 @@ def build(tmp_path_factory, flag):
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
     out = str(tmp_path_factory.mktemp("simd") / "kernels.so")
-    subprocess.run([CC, "-std=c11", "-O2", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
-                    "-Werror", *([flag] if flag else []), *sources, "-o", out, "-lm", "-lpthread"],
-                   check=True, capture_output=True, text=True)
+    compile_library(CC, ["-std=c11", "-O2", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
+                         *([flag] if flag else [])], sources, out)
     lib = ctypes.CDLL(out)
     p, i64 = ctypes.c_void_p, ctypes.c_int64
     lib.rk_activation.argtypes = [p, p, i64, ctypes.c_int, ctypes.c_float, ctypes.c_float]

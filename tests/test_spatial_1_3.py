@@ -14,6 +14,7 @@ import pytest
 
 import loader
 from conformance.reference import evaluate
+from helpers import compile_library
 from loader import layers
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -137,9 +138,8 @@ def portable_kernels(tmp_path_factory):
     if CC is None or not all(os.path.exists(s) for s in sources):
         pytest.skip("needs a C compiler and the reference backend's sources")
     out = str(tmp_path_factory.mktemp("kernels") / "kernels.so")
-    subprocess.run([CC, "-std=c11", "-O0", "-D_GNU_SOURCE", "-shared", "-fPIC", "-Wall", "-Wextra",
-                    "-Werror", "-DRK_NO_AVX512", *sources, "-o", out, "-lm", "-lpthread"],
-                   check=True, capture_output=True, text=True)
+    compile_library(CC, ["-std=c11", "-O0", "-D_GNU_SOURCE", "-Wall", "-Wextra", "-Werror",
+                         "-DRK_NO_AVX512"], sources, out)
     lib = ctypes.CDLL(out)
     p = ctypes.c_void_p
     lib.rk_grouped_conv2d_fused.argtypes = [p, p, p, p, ctypes.POINTER(ConvParams), ctypes.c_int64,
