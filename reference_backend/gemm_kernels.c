@@ -149,6 +149,16 @@ static void ukr_avx2_6x16(int64_t kc, const float *a, const float *b, float *c, 
 #endif
 
 #if defined(RK_X86_AVX512)
+/* How far ahead the packed kernels fetch B, in k steps (128 bytes each). The B micro-panel
+   (32 KiB at kc = 256) shares L1 with the A panel and C, so lines of it get evicted between
+   uses, and where few rows share it (a 7 x 7 image's four row panels) it comes from L3 or
+   memory. 16 steps (2 KiB) ahead, with the C prefetch, took 7-13% less CPU time than none on
+   the 512 x 1024 x 1024 case; 32 steps took 2-7% less than 16 on ResNet-50's 7 x 7 and
+   14 x 14 layers (C loop, caches flushed), the same on its 56 x 56 and 28 x 28 ones. */
+#ifndef RK_B_PREFETCH_STEPS
+#define RK_B_PREFETCH_STEPS 32
+#endif
+
 /* 14x32: 28 zmm accumulators + 2 B vectors + 1 broadcast = 31 of 32 registers.
    Per k step: 2 vector loads and 14 broadcasts feed 28 FMAs, which keeps the
    load ports below the FMA ports' rate. */
@@ -165,11 +175,8 @@ static void ukr_avx512_14x32(int64_t kc, const float *a, const float *b, float *
     RK_ROWS14(RK_DECL16)
     RK_PREFETCH_TILE16(kc)
     for (int64_t k = 0; k < kc; k++) {
-        /* The B micro-panel (32 KiB at kc = 256) shares L1 with the A panel and C: lines of
-           it get evicted between uses. Fetching 16 steps (2 KiB) ahead, with the C
-           prefetch above, took 7-13% less CPU time on the 512 x 1024 x 1024 case. */
-        _mm_prefetch((const char *)(b + 32 * 16), _MM_HINT_T0);
-        _mm_prefetch((const char *)(b + 32 * 16 + 16), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 32 * RK_B_PREFETCH_STEPS), _MM_HINT_T0);
+        _mm_prefetch((const char *)(b + 32 * RK_B_PREFETCH_STEPS + 16), _MM_HINT_T0);
         const __m512 b0 = _mm512_loadu_ps(b);
         const __m512 b1 = _mm512_loadu_ps(b + 16);
         RK_ROWS14(RK_STEP16)
@@ -406,8 +413,8 @@ static void ukr_avx512_14x16_direct(const float *const *seg, const int64_t *len,
         (void)tail;                                                                                 \
         RK_ROWS##r(RK_DECLP)                                                                        \
         for (int64_t k = 0; k < kc; k++) {                                                          \
-            _mm_prefetch((const char *)(b + 32 * 16), _MM_HINT_T0);                                  \
-            _mm_prefetch((const char *)(b + 32 * 16 + 16), _MM_HINT_T0);                             \
+            _mm_prefetch((const char *)(b + 32 * RK_B_PREFETCH_STEPS), _MM_HINT_T0);                 \
+            _mm_prefetch((const char *)(b + 32 * RK_B_PREFETCH_STEPS + 16), _MM_HINT_T0);            \
             const __m512 b0 = _mm512_loadu_ps(b);                                                   \
             const __m512 b1 = _mm512_loadu_ps(b + 16);                                              \
             RK_ROWS##r(RK_STEPP)                                                                    \
