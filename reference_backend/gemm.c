@@ -162,9 +162,15 @@ static void gemm_unit(const gemm_shared *sh, float *ap, int64_t slab0, int64_t s
             rk_gemm_pack_a(op, i0, mc, pc, kc, ap);
         const int64_t nrp = ceil_div(mc, mr);
         const int rows_outer = kc * (jend - j0) <= RK_ROWS_OUTER_MAX_B;
+        /* tile (ip, jp) of the unit; stepped without dividing: a tile of a short K block is a
+           few hundred cycles */
+        int64_t ip = 0, jp = 0;
         for (int64_t t = 0; t < panels * nrp; t++) {
-            const int64_t jr = j0 + (rows_outer ? t % panels : t / nrp) * nr;
-            const int64_t ir = (rows_outer ? t / panels : t % nrp) * mr;
+            const int64_t jr = j0 + jp * nr, ir = ip * mr;
+            if (rows_outer && ++jp == panels)
+                jp = 0, ip++;
+            else if (!rows_outer && ++ip == nrp)
+                ip = 0, jp++;
             const int64_t cols = min_i64(nr, jend - jr);
             const float *bpanel = bblk + jr * kc;
             const float *bias = op->bias ? op->bias + slab0 + jr : NULL;
