@@ -11,7 +11,7 @@ import pytest
 
 from conformance.reference.elementwise import activation as reference_activation
 from helpers import compile_library
-from loader.layers.elementwise import _ACTIVATIONS
+from loader.layers.elementwise import _ACTIVATIONS, GELU_TANH
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
@@ -66,11 +66,12 @@ def kernels(tmp_path_factory):
     return build(tmp_path_factory, None), build(tmp_path_factory, "-DRK_NO_AVX512")
 
 
-# the functions the 16-lane epilogue covers, with parameters away from the defaults too
+# the functions the 16-lane epilogue covers, with parameters away from the defaults too (gelu_tanh:
+# gelu with 'approximate': 'tanh')
 FUNCTIONS = [("relu", None, None), ("bounded_relu", 6.0, 0.0), ("bounded_relu", 1.0, -1.0),
              ("clip", -0.5, 2.0), ("leaky_relu", 0.1, None), ("hard_sigmoid", None, None),
              ("hard_swish", None, None), ("sigmoid", None, None), ("swish", None, None),
-             ("swish", 1.702, None)]
+             ("swish", 1.702, None), ("gelu", None, None), ("gelu_tanh", None, None)]
 SPECIAL = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 88.7, 89.5, -87.0, -103.0, -110.0, 1e-30,
                     -1e-30, 3.0, -3.0, 6.0, 1e-45, -20.0, 20.0], np.float32)
 
@@ -82,9 +83,20 @@ def inputs(count, seed):
     return x
 
 
+def code_of(function):
+    """The C code of an activation function; "gelu_tanh" is gelu with 'approximate': 'tanh'."""
+    return GELU_TANH if function == "gelu_tanh" else _ACTIVATIONS[function][0]
+
+
 def parameters(function, a, b):
-    _, a_default, b_default = _ACTIVATIONS[function]
+    _, a_default, b_default = _ACTIVATIONS["gelu" if function == "gelu_tanh" else function]
     return (a_default or 0.0) if a is None else a, (b_default or 0.0) if b is None else b
+
+
+def reference(x, function, a, b):
+    if function == "gelu_tanh":
+        return reference_activation(x, "gelu", approximate="tanh")
+    return reference_activation(x, function, a, b)
 
 
 def same_bits(got, want):
@@ -114,7 +126,7 @@ def agree(got, want, function):
 
 def expect_close(y, x, function, a, b):
     with np.errstate(invalid="ignore"):
-        want = reference_activation(x, function, a, b)
+        want = reference(x, function, a, b)
     finite = np.isfinite(want)
     np.testing.assert_array_equal(np.isnan(y), np.isnan(want))
     np.testing.assert_array_equal(y[~finite & ~np.isnan(want)], want[~finite & ~np.isnan(want)])
@@ -124,7 +136,7 @@ def expect_close(y, x, function, a, b):
 @pytest.mark.parametrize("function, a, b", FUNCTIONS)
 def test_activation_16_lanes_matches_the_portable_code_and_the_reference(kernels, function, a, b):
     wide, portable = kernels
-    code = _ACTIVATIONS[function][0]
+    code = code_of(function)
     a, b = parameters(function, a, b)
     for count in list(range(1, 40)) + [1000]:
         x = inputs(count, count)
@@ -142,7 +154,7 @@ def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function,
     """A 5 x cols block inside a wider output (row stride 53), its residual offset by the
     block's row and column: every column count from 1 to 33 (16-lane tails included)."""
     wide, portable = kernels
-    code = -1 if function == "none" else _ACTIVATIONS[function][0]
+    code = -1 if function == "none" else code_of(function)
     a, b = (0.0, 0.0) if function == "none" else parameters(function, a, b)
     rng = np.random.default_rng(3)
     for cols in range(1, 34):
@@ -160,7 +172,7 @@ def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function,
         touched[2:7, 3:3 + cols] = True
         np.testing.assert_array_equal(outs[0][~touched], c0[~touched])
         summed = c0[2:7, 3:3 + cols].astype(np.float64) + residual[4:9, 5:5 + cols]
-        want = summed if function == "none" else reference_activation(summed, function, a, b)
+        want = summed if function == "none" else reference(summed, function, a, b)
         np.testing.assert_allclose(outs[0][2:7, 3:3 + cols], want, rtol=1e-5, atol=1e-5)
 
 
