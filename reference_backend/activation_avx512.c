@@ -11,6 +11,7 @@
  * transformer's GELU is a tenth of its time, and its bits do not change with the CPU.
  */
 #include "kernels_internal.h"
+#include "vec16.h"
 
 #if defined(RK_X86_AVX512)
 
@@ -52,32 +53,6 @@ RK_AVX512 __m512 sigmoid16(__m512 x)
     const __m512 r = _mm512_fmadd_ps(r0, _mm512_fnmadd_ps(d, r0, splat16(1.0f)), r0);
     __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
     return _mm512_mask_mul_ps(r, negative, e, r);
-}
-
-/* The 4-lane code's exp_v4 (kernels_internal.h) on 16 lanes, operation for operation (products
-   and sums apart, the same clamps and the same two power-of-two factors): the same bits. */
-RK_AVX512 __m512 exp16_v4_bits(__m512 x)
-{
-    const __m512 magic = splat16(12582912.0f);
-    const __m512i magic_bits = _mm512_set1_epi32(0x4B400000), bias = _mm512_set1_epi32(127);
-    x = _mm512_max_ps(splat16(-104.0f), x);     /* a NaN in x passes, as vf4_max's second operand */
-    x = _mm512_min_ps(splat16(89.0f), x);
-    const __m512 n = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, splat16(1.44269504088896341f)), magic), magic);
-    __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, splat16(0.693145751953125f)));
-    r = _mm512_sub_ps(r, _mm512_mul_ps(n, splat16(1.428606765330187e-06f)));
-    __m512 p = splat16(1.0f / 5040.0f);
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 720.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 120.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 24.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f / 6.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(0.5f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f));
-    p = _mm512_add_ps(_mm512_mul_ps(p, r), splat16(1.0f));
-    const __m512 th = _mm512_add_ps(_mm512_mul_ps(n, splat16(0.5f)), magic);
-    const __m512 t2 = _mm512_add_ps(_mm512_sub_ps(n, _mm512_sub_ps(th, magic)), magic);
-    const __m512i e1 = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(th), magic_bits), bias), 23);
-    const __m512i e2 = _mm512_slli_epi32(_mm512_add_epi32(_mm512_sub_epi32(_mm512_castps_si512(t2), magic_bits), bias), 23);
-    return _mm512_mul_ps(_mm512_mul_ps(p, _mm512_castsi512_ps(e1)), _mm512_castsi512_ps(e2));
 }
 
 /* gelu_v4 (activation.c) on 16 lanes, through erfc_nonneg_v4's fit, division included: the

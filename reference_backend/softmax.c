@@ -6,13 +6,75 @@
 #include <math.h>
 
 #include "kernels_internal.h"
+#include "vec16.h"
 
 /* Columns of one strip: their maxima and sums are two stack arrays of this many floats. */
 #define STRIP 256
 
+#if defined(RK_X86_AVX512)
+/* softmax_row's Softmax 16 values at a time, with its bits: the maximum is exact in any order
+   (a NaN enters it only from x[0], whose lanes then stay NaN, as in softmax_row), each
+   exponential and quotient is computed as there (exp16_v4_bits), and the sum takes the
+   exponentials in softmax_row's order: two 4-lane sums over steps of 8, then the rest one by
+   one. */
+__attribute__((target("avx512f")))
+static void softmax_row16(const float *xr, float *yr, int64_t cols, float beta)
+{
+    const __m512 vb = _mm512_set1_ps(beta);
+    int64_t i = 0;
+    __m512 m = _mm512_set1_ps(beta * xr[0]);
+    for (; i + 16 <= cols; i += 16)
+        m = _mm512_max_ps(_mm512_mul_ps(vb, _mm512_loadu_ps(xr + i)), m);
+    float lanes[16];
+    _mm512_storeu_ps(lanes, m);
+    float mx = lanes[0];
+    for (int l = 1; l < 16; l++)
+        mx = lanes[l] > mx ? lanes[l] : mx;
+    for (; i < cols; i++) {
+        float v = beta * xr[i];
+        mx = v > mx ? v : mx;
+    }
+
+    const __m512 vm = _mm512_set1_ps(mx);
+    __m128 s0 = _mm_setzero_ps(), s1 = _mm_setzero_ps();
+    for (i = 0; i + 16 <= cols; i += 16) {
+        const __m512 e = exp16_v4_bits(_mm512_sub_ps(_mm512_mul_ps(vb, _mm512_loadu_ps(xr + i)), vm));
+        _mm512_storeu_ps(yr + i, e);
+        s0 = _mm_add_ps(s0, _mm512_castps512_ps128(e));
+        s1 = _mm_add_ps(s1, _mm512_extractf32x4_ps(e, 1));
+        s0 = _mm_add_ps(s0, _mm512_extractf32x4_ps(e, 2));
+        s1 = _mm_add_ps(s1, _mm512_extractf32x4_ps(e, 3));
+    }
+    const int64_t rest = cols - i;              /* < 16: one step of 8 first if there is one */
+    const __mmask16 live = (__mmask16)((1u << rest) - 1u);
+    const __m512 e = exp16_v4_bits(_mm512_sub_ps(_mm512_mul_ps(vb, _mm512_maskz_loadu_ps(live, xr + i)), vm));
+    _mm512_mask_storeu_ps(yr + i, live, e);
+    if (rest >= 8) {
+        s0 = _mm_add_ps(s0, _mm512_castps512_ps128(e));
+        s1 = _mm_add_ps(s1, _mm512_extractf32x4_ps(e, 1));
+    }
+    _mm_storeu_ps(lanes, _mm_add_ps(s0, s1));
+    float sum = (lanes[0] + lanes[2]) + (lanes[1] + lanes[3]);
+    for (int64_t l = rest >= 8 ? 8 : 0; l < rest; l++)
+        sum += yr[i + l];
+
+    const __m512 vs = _mm512_set1_ps(1.0f / sum);
+    for (i = 0; i + 16 <= cols; i += 16)
+        _mm512_storeu_ps(yr + i, _mm512_mul_ps(_mm512_loadu_ps(yr + i), vs));
+    const __mmask16 tail = (__mmask16)((1u << (cols - i)) - 1u);
+    _mm512_mask_storeu_ps(yr + i, tail, _mm512_mul_ps(_mm512_maskz_loadu_ps(tail, yr + i), vs));
+}
+#endif
+
 /* One row of `cols` contiguous values: exp(beta*x - max), normalized, or its log. y may be x. */
 static void softmax_row(const float *xr, float *yr, int64_t cols, float beta, int log)
 {
+#if defined(RK_X86_AVX512)
+    if (!log && rk_use_avx512()) {
+        softmax_row16(xr, yr, cols, beta);
+        return;
+    }
+#endif
     const vf4 vb = vf4_splat(beta);
     int64_t i = 0;
 
@@ -60,11 +122,12 @@ static void softmax_row(const float *xr, float *yr, int64_t cols, float beta, in
             yr[i] = beta * xr[i] - shift;
         return;
     }
-    const vf4 vs = vf4_splat(sum);
+    const float inverse = 1.0f / sum;
+    const vf4 vs = vf4_splat(inverse);
     for (i = 0; i + 4 <= cols; i += 4)
-        vf4_store(yr + i, vf4_load(yr + i) / vs);
+        vf4_store(yr + i, vf4_load(yr + i) * vs);
     for (; i < cols; i++)
-        yr[i] /= sum;
+        yr[i] *= inverse;
 }
 
 /* exp(beta * x[j] - m[j]) for j < n into e (x, m and e of n floats). */

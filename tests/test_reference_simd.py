@@ -9,6 +9,7 @@ import shutil
 import numpy as np
 import pytest
 
+from conformance import reference as ref
 from conformance.reference.elementwise import activation as reference_activation
 from helpers import compile_library
 from loader.layers.elementwise import _ACTIVATIONS, GELU_TANH
@@ -17,7 +18,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 KERNELS = os.path.join(os.path.dirname(HERE), "reference_backend")
 CC = shutil.which("cc") or shutil.which("gcc")
 SOURCES = ("activation.c", "activation_avx512.c", "elementwise.c", "threading.c", "gemm.c",
-           "gemm_pack.c", "gemm_kernels.c", "reduce.c", "pooling.c")
+           "gemm_pack.c", "gemm_kernels.c", "reduce.c", "pooling.c", "softmax.c")
 
 
 def has_avx512():
@@ -55,6 +56,7 @@ def build(tmp_path_factory, flag):
     lib.rk_apply_epilogue.restype = None
     lib.rk_reduce.argtypes = [p, p, ctypes.POINTER(ReducePlan)]
     lib.rk_pool2d.argtypes = [p, p, ctypes.POINTER(ConvParams), ctypes.c_int, ctypes.c_int]
+    lib.rk_softmax.argtypes = [p, p, i64, i64, ctypes.c_float]
     return lib
 
 
@@ -174,6 +176,38 @@ def test_epilogue_adds_the_residual_then_activates_every_tail(kernels, function,
         summed = c0[2:7, 3:3 + cols].astype(np.float64) + residual[4:9, 5:5 + cols]
         want = summed if function == "none" else reference(summed, function, a, b)
         np.testing.assert_allclose(outs[0][2:7, 3:3 + cols], want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("beta", [1.0, 0.125, -2.0])
+def test_softmax_rows_of_16_lanes_give_the_portable_bits(kernels, beta):
+    """Rows of every length from 1 to 40, and a transformer's 197 and 1000: each exponential,
+    the order of the sum and each quotient as the 4-lane code has them, so the same bits; with
+    infinities, NaN (first and later in a row), signed zeros and values whose exponentials
+    underflow; in place too."""
+    wide, portable = kernels
+    for cols in list(range(1, 41)) + [197, 1000]:
+        rng = np.random.default_rng(cols)
+        x = (rng.standard_normal((6, cols)) * 30).astype(np.float32)
+        x[1, : min(cols, 4)] = [np.inf, -np.inf, -0.0, 0.0][: min(cols, 4)]
+        x[2, cols // 2] = np.nan
+        x[3, 0] = np.nan
+        x[4, :] = -0.0
+        x[5, : cols // 2] = -1e30
+        outs = []
+        for lib in (wide, portable):
+            y = np.full((6, cols + 1), 7.0, np.float32)     # one guard element past each row
+            for r in range(6):
+                assert lib.rk_softmax(x[r].ctypes.data, y[r].ctypes.data, 1, cols, beta) == 0
+            inplace = x.copy()
+            assert lib.rk_softmax(inplace.ctypes.data, inplace.ctypes.data, 6, cols, beta) == 0
+            same_bits(inplace, y[:, :cols])
+            assert (y[:, cols] == 7.0).all()
+            outs.append(y[:, :cols])
+        same_bits(outs[0], outs[1])
+        finite = np.isfinite(x).all(axis=1)
+        with np.errstate(invalid="ignore", over="ignore"):
+            want = ref.normalization.softmax(x[finite], beta)
+        np.testing.assert_allclose(outs[0][finite], want, rtol=1e-5, atol=1e-7)
 
 
 # -- convolutions of few channels (an image's first layer) -------------------------------------
