@@ -395,6 +395,46 @@ def test_per_channel_affine_layers_after_a_convolution_fold_into_it(case):
     np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-4, atol=1e-4)
 
 
+BIAS_TAILS = {
+    # (the Add after x [2, 6, 8] @ w [8, 6], its constant, whether FullyConnected takes it in)
+    "a bias vector (a linear layer, as PyTorch exports it)": ("p", "bias", [6], True),
+    "the bias first": ("bias", "p", [6], True),
+    "a bias of shape [1, 1, 6]": ("p", "bias", [1, 1, 6], True),
+    "a constant that varies along the rows": ("p", "bias", [6, 1], False),
+    "a constant that adds an axis": ("p", "bias", [1, 1, 1, 6], False),
+    "a scalar": ("p", "bias", [], False),
+}
+
+
+@pytest.mark.parametrize("case", BIAS_TAILS, ids=list(BIAS_TAILS))
+def test_a_bias_added_after_a_matmul_becomes_the_fully_connected_bias(case):
+    first, second, shape, folds = BIAS_TAILS[case]
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
+             helper.make_node("Add", [first, second], ["y"])]
+    proto = model(nodes, [tensor("x", [2, 6, 8])], [tensor("y", None)],
+                  [_const("w", rand(8, 6)), _const("bias", rand(*shape))])
+    x = rand(2, 6, 8)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    layers = [layer.type for layer in net.layers]
+    assert ("Addition" not in layers) == folds, layers
+    assert layers.count("FullyConnected") == 1
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
+def test_a_product_that_another_node_also_reads_keeps_its_addition():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
+             helper.make_node("Add", ["p", "bias"], ["a"]),
+             helper.make_node("Mul", ["p", "a"], ["y"])]
+    proto = model(nodes, [tensor("x", [5, 8])], [tensor("y", None)],
+                  [_const("w", rand(8, 6)), _const("bias", rand(6))])
+    x = rand(5, 8)
+    [want] = onnx_reference(proto, {"x": x})
+    net = loader.onnx.load_model(proto)
+    assert "Addition" in [layer.type for layer in net.layers]
+    np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
+
+
 @pytest.mark.parametrize("pads, mode, value, folds", [
     ([0, 0, 1, 2, 0, 0, 3, 0], "constant", None, True),      # zeros around H and W
     ([0, 0, 1, 2, 0, 0, 3, 0], "constant", 1.0, False),      # not zeros

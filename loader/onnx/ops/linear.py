@@ -92,6 +92,26 @@ def _matmul_shape(a, b):
     return batch + ((a2[-2],) if len(a) > 1 else ()) + ((b2[-1],) if len(b) > 1 else ())
 
 
+def _bias_after(builder, node, out):
+    """(bias [M], the output of the Add that adds it) where the MatMul's only reader is an Add of
+    a constant that varies along the last axis alone and leaves the shape as it is (a linear
+    layer's bias, as PyTorch exports it): FullyConnected then adds it itself. Else (None, None)."""
+    product = node.output[0]
+    readers = builder.readers.get(product, [])
+    if len(readers) != 1 or product in builder.graph_outputs or not out:
+        return None, None
+    add = readers[0]
+    if add.op_type != "Add" or add.domain not in ("", "ai.onnx") or len(add.input) != 2 or \
+            add.attribute or not add.output or not add.output[0] or add.input[0] == add.input[1]:
+        return None, None
+    other = builder.constant_of(add.input[1] if add.input[0] == product else add.input[0])
+    m = out[-1]
+    if other is None or other.dtype.kind != "f" or other.ndim > len(out) or other.size != m or \
+            (other.ndim and other.shape[-1] != m):
+        return None, None
+    return other.reshape(-1).astype(np.float32), add.output[0]
+
+
 @converts("MatMul")
 def mat_mul(builder, node, inputs, attrs, opset):
     where = f"node {node.name!r} (MatMul)"
@@ -103,7 +123,11 @@ def mat_mul(builder, node, inputs, attrs, opset):
         return [Value.constant(np.matmul(a.const, b.const))]
     if b.is_const and b.rank == 2 and a.rank >= 2:
         weights = b.const if b.const.dtype == np.float32 else b.const.astype(np.float32)
-        return [fully_connected(builder, a, weights)]
+        bias, added = _bias_after(builder, node, out)
+        result = fully_connected(builder, a, weights, bias)
+        if added is not None:
+            builder.absorbed[added] = result
+        return [result]
     tensor = builder.layer("MatMul", [builder.float_tensor(a), builder.float_tensor(b)])
     if not out:      # two 1-D operands: NumPy's (and ONNX's) result is a scalar
         tensor = builder.layer("Reshape", [tensor], {"shape": []}, "/scalar")
