@@ -478,10 +478,16 @@ def test_a_worker_on_its_callers_cpu_moves_to_a_free_one(backend_dir):
         pytest.skip("needs 2 CPUs")
     install_reference(backend_dir)
     env = dict(os.environ, REFERENCE_BACKEND_THREADS="2")
-    result = subprocess.run([sys.executable, "-c", POOL_PLACEMENT, str(backend_dir), "20"],
-                            capture_output=True, text=True, timeout=120, env=env)
-    assert result.returncode == 0, result.stderr
-    moved, tried = map(int, result.stdout.split())
-    # On a busy machine the second CPU is sometimes taken too, and staying is then right; a
-    # worker that never moves (the scheduler alone) moves in few rounds, if any
-    assert tried >= 10 and moved >= 0.8 * tried, result.stdout
+    # On a busy machine the second CPU is sometimes taken too, and staying is then right (a
+    # run of 20 rounds in a loaded full suite once moved in 14); a worker that never moves (the
+    # scheduler alone) moves in few rounds, if any, in every run: a second run is allowed
+    counts = []
+    for _ in range(2):
+        result = subprocess.run([sys.executable, "-c", POOL_PLACEMENT, str(backend_dir), "20"],
+                                capture_output=True, text=True, timeout=120, env=env)
+        assert result.returncode == 0, result.stderr
+        moved, tried = map(int, result.stdout.split())
+        counts.append((moved, tried))
+        if tried >= 10 and moved >= 0.8 * tried:
+            return
+    pytest.fail(f"moved in (moved, tried) rounds: {counts}")
