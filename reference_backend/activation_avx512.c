@@ -3,7 +3,7 @@
  * the epilogue of every fused convolution and GEMM runs here, a tile row at a time, so the
  * per-call cost must stay at a few instructions (no thread decisions, no function pointers).
  * The formulas, clamps and NaN handling are those of the 4-lane code (activation.c and
- * kernels_internal.h), step for step and without contracting products into FMAs, so a result
+ * vec4.h), step for step and without contracting products into FMAs, so a result
  * does not depend on which of the two paths or which lane computed it; except the sigmoid (and
  * the swish built on it), whose exponential and reciprocal here use fused multiply-adds and
  * vrcp14ps: a third of the instructions and no division (see sigmoid16). The GELU (both

@@ -1,5 +1,5 @@
 /*
- * 16-lane (AVX-512F) forms of the 4-lane math in kernels_internal.h that give its bits: the same
+ * 16-lane (AVX-512F) forms of the 4-lane math in vec4.h that give its bits: the same
  * operations in the same order, products and sums apart (the sources are compiled without
  * contracting them into fused multiply-adds), so a result does not depend on which path or
  * which lane computed it.
@@ -11,7 +11,7 @@
 
 #if defined(RK_X86_AVX512)
 
-/* The 4-lane code's exp_v4 (kernels_internal.h) on 16 lanes, operation for operation (products
+/* The 4-lane code's exp_v4 (vec4.h) on 16 lanes, operation for operation (products
    and sums apart, the same clamps and the same two power-of-two factors): the same bits. */
 __attribute__((target("avx512f"), always_inline)) static inline __m512 exp16_v4_bits(__m512 x)
 {
