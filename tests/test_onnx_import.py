@@ -422,6 +422,15 @@ def test_a_bias_added_after_a_matmul_becomes_the_fully_connected_bias(case):
     np.testing.assert_allclose(evaluate_network(net, {"x": x})["y"], want, rtol=1e-5, atol=1e-5)
 
 
+def test_a_bias_addition_with_an_attribute_it_does_not_know_is_refused_not_absorbed():
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
+             helper.make_node("Add", ["p", "bias"], ["y"], some_flag=1)]
+    proto = model(nodes, [tensor("x", [5, 8])], [tensor("y", None)],
+                  [_const("w", rand(8, 6)), _const("bias", rand(6))])
+    with pytest.raises(loader.onnx.UnsupportedModelError, match="some_flag"):
+        loader.onnx.load_model(proto)
+
+
 def test_a_product_that_another_node_also_reads_keeps_its_addition():
     nodes = [helper.make_node("MatMul", ["x", "w"], ["p"]),
              helper.make_node("Add", ["p", "bias"], ["a"]),

@@ -102,7 +102,7 @@ def _bias_after(builder, node, out):
         return None, None
     add = readers[0]
     if add.op_type != "Add" or add.domain not in ("", "ai.onnx") or len(add.input) != 2 or \
-            add.attribute or not add.output or not add.output[0] or add.input[0] == add.input[1]:
+            add.attribute or not add.output or not add.output[0]:
         return None, None
     other = builder.constant_of(add.input[1] if add.input[0] == product else add.input[0])
     m = out[-1]
